@@ -1,0 +1,61 @@
+# SPDX-License-Identifier: GPL-2.0
+#
+# rnvme: the two commands a user needs are `make bench` (build everything, boot QEMU,
+# benchmark rnvme against the C driver) and `make test`. Everything they need is set up on
+# the way and cached in $(RNVME_CACHE) (default ~/.cache/rnvme).
+#
+#   make              build rnvme.ko against KDIR (default: the cached test kernel)
+#   make CLIPPY=1     the same, linted with clippy
+#   make test         host unit tests + the QEMU test suite
+#   make qemu         interactive shell in the test VM with rnvme.ko in /lib
+#   make setup        toolchain, kernel source and test kernel only
+#   make clean        remove build products (not the cache)
+#   make rust-analyzer  rust-project.json for editors
+
+FLAVOUR ?= base
+SHELL := /bin/bash
+KMAKE := LLVM=-19 RUSTC=/usr/bin/rustc RUSTDOC=/usr/bin/rustdoc \
+	CLIPPY_DRIVER=/usr/bin/clippy-driver RUSTFLAGS_MODULE=-Dwarnings
+ifeq ("$(origin CLIPPY)", "command line")
+KMAKE += CLIPPY=$(CLIPPY)
+endif
+
+.PHONY: all module setup test unit-test qemu clean rust-analyzer fmt
+
+all: module
+
+setup:
+	@scripts/kdir.sh $(FLAVOUR) >/dev/null
+
+# Each kernel flavour gets its own output directory (kbuild's MO=): out/base/rnvme.ko,
+# out/debug/rnvme.ko.
+OUT = $(CURDIR)/out/$(FLAVOUR)
+
+module:
+	@kdir=$$(scripts/kdir.sh $(FLAVOUR)) && mkdir -p $(OUT) && \
+	$(MAKE) -s -C "$$kdir" M=$(CURDIR) MO=$(OUT) $(KMAKE) modules 2>&1 | tee $(OUT)/build.log; \
+	status=$${PIPESTATUS[0]}; \
+	if [ $$status -ne 0 ]; then exit $$status; fi; \
+	if grep -qE '^(warning|error)' $(OUT)/build.log; then \
+		echo "rnvme: the build printed warnings" >&2; exit 1; fi; \
+	echo "rnvme: built $(OUT)/rnvme.ko against $$kdir"
+
+unit-test:
+	@scripts/host-test.sh
+
+test:
+	@scripts/test.sh
+
+qemu: module
+	@qemu/run --flavour $(FLAVOUR) --shell
+
+rust-analyzer:
+	@kdir=$$(scripts/kdir.sh $(FLAVOUR)) && \
+	$(MAKE) -s -C "$$kdir" M=$(CURDIR) MO=$(OUT) $(KMAKE) rust-analyzer && \
+	if [ -f $(OUT)/rust-project.json ]; then cp $(OUT)/rust-project.json .; fi
+
+fmt:
+	@rustfmt --edition 2021 rnvme.rs host/lib.rs host/tests.rs
+
+clean:
+	@rm -rf out host/target rust-project.json

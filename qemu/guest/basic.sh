@@ -1,0 +1,133 @@
+# SPDX-License-Identifier: GPL-2.0
+# Bring-up tests: probe, identify, unbind/bind, load/unload cycles, rnvme beside the C driver.
+# Environment: CTRLS (controllers QEMU was given), NS (namespaces each), SERIAL_PREFIX.
+. /guest/lib.sh
+
+CTRLS=${CTRLS:?} NS=${NS:?} SERIAL_PREFIX=${SERIAL_PREFIX:?}
+MODEL="QEMU NVMe Ctrl"
+
+# --- bad parameters fail insmod with a message naming them ---------------------------
+dmesg -c >/dev/null
+if insmod /lib/rnvme.ko admin_timeout=0 2>/dev/null; then
+	fail param_rejected "insmod admin_timeout=0 succeeded"
+	rmmod rnvme
+else
+	if dmesg | grep -q 'admin_timeout=0 is out of range'; then
+		pass param_rejected
+	else
+		fail param_rejected "no message naming admin_timeout"
+	fi
+fi
+
+# --- load and bind every controller ---------------------------------------------------
+all=$(nvme_pci_devices)
+expect_eq emulated_controllers_visible "$CTRLS" "$(echo "$all" | count)"
+dmesg -c >/dev/null
+check insmod insmod /lib/rnvme.ko
+expect_eq binds_every_controller "$(echo "$all" | sort)" "$(bound_to rnvme | sort)"
+
+# --- identify data matches what QEMU was given -----------------------------------------
+lines=$(identify_lines)
+expect_eq one_identify_line_per_controller "$CTRLS" "$(echo "$lines" | count)"
+i=0
+ok=1
+while [ $i -lt "$CTRLS" ]; do
+	l=$(echo "$lines" | grep "serial \"$SERIAL_PREFIX$i\"")
+	if [ "$(echo "$l" | count)" != 1 ]; then
+		fail identify_matches_qemu "serial $SERIAL_PREFIX$i logged $(echo "$l" | count) times"
+		ok=0
+	elif ! echo "$l" | grep -q "model \"$MODEL\".* namespaces $NS "; then
+		fail identify_matches_qemu "wrong model or namespace count: $l"
+		ok=0
+	fi
+	i=$((i + 1))
+done
+[ $ok = 1 ] && pass identify_matches_qemu
+nmsix=$(echo "$lines" | grep -c 'irq MSI-X')
+expect_eq admin_queue_on_msix "$CTRLS" "$nmsix"
+
+# Every admin vector took interrupts (identify completed through them).
+ok=1
+for q in $(grep -oE 'rnvme[0-9]+q0' /proc/interrupts); do
+	n=$(grep " $q\$" /proc/interrupts | awk '{s=0; for (i=2; i<=NF; i++) if ($i ~ /^[0-9]+$/) s+=$i; print s}')
+	[ "${n:-0}" -gt 0 ] || { fail admin_interrupts_fire "$q has no interrupts"; ok=0; }
+done
+expect_eq admin_vectors_registered "$CTRLS" "$(grep -cE 'rnvme[0-9]+q0' /proc/interrupts)"
+[ $ok = 1 ] && pass admin_interrupts_fire
+
+# --- sysfs unbind / bind -------------------------------------------------------------
+dev=$(bound_to rnvme | head -1)
+serial=$(identify_lines | grep "$dev" | sed -E 's/.*serial "([^"]*)".*/\1/')
+dmesg -c >/dev/null
+echo "$dev" >/sys/bus/pci/drivers/rnvme/unbind
+if [ -e "/sys/bus/pci/drivers/rnvme/$dev" ]; then
+	fail sysfs_unbind "$dev still bound"
+elif ! dmesg | grep -q "$dev: rnvme[0-9]*: shut down"; then
+	fail sysfs_unbind "no shutdown message"
+else
+	pass sysfs_unbind
+fi
+expect_eq unbind_frees_irq "$((CTRLS - 1))" "$(grep -cE 'rnvme[0-9]+q0' /proc/interrupts)"
+grep -q "rnvme" /proc/iomem && before_bind_iomem=$(grep -c rnvme /proc/iomem)
+expect_eq unbind_releases_bar "$((CTRLS - 1))" "${before_bind_iomem:-0}"
+echo "$dev" >/sys/bus/pci/drivers/rnvme/bind
+if [ -e "/sys/bus/pci/drivers/rnvme/$dev" ] &&
+	identify_lines | grep -q "serial \"$serial\""; then
+	pass sysfs_bind
+else
+	fail sysfs_bind "$dev not rebound or no identify line for $serial"
+fi
+
+# --- 20 rmmod / insmod cycles ----------------------------------------------------------
+ok=1
+cycle=1
+while [ $cycle -le 20 ]; do
+	if ! rmmod rnvme; then
+		fail rmmod_insmod_20 "rmmod failed in cycle $cycle"
+		ok=0
+		break
+	fi
+	if [ -n "$(bound_to rnvme)" ] || grep -q rnvme /proc/interrupts /proc/iomem; then
+		fail rmmod_insmod_20 "resources left after rmmod in cycle $cycle"
+		ok=0
+		break
+	fi
+	dmesg -c >/dev/null
+	if ! insmod /lib/rnvme.ko; then
+		fail rmmod_insmod_20 "insmod failed in cycle $cycle"
+		ok=0
+		break
+	fi
+	if [ "$(bound_to rnvme | count)" != "$CTRLS" ] ||
+		[ "$(identify_lines | count)" != "$CTRLS" ]; then
+		fail rmmod_insmod_20 "cycle $cycle bound $(bound_to rnvme | count) of $CTRLS"
+		ok=0
+		break
+	fi
+	cycle=$((cycle + 1))
+done
+[ $ok = 1 ] && pass rmmod_insmod_20
+# Controller numbers are given back on unbind: after 20 cycles they are still 0..CTRLS-1.
+expect_eq instance_numbers_reused "$(seq 0 $((CTRLS - 1)) | sed 's/^/rnvme/' | tr '\n' ' ')" \
+	"$(identify_lines | grep -oE 'rnvme[0-9]+: model' | cut -d: -f1 | sort | tr '\n' ' ')"
+# Leaks over the cycles: kmemleak and DMA-API debugging on the debug kernel.
+
+# --- the C driver and rnvme side by side ----------------------------------------------
+expect_eq no_nvme_names_from_rnvme "" "$(ls /dev | grep -E '^nvme' || true)"
+cdev=$(bound_to rnvme | tail -1)
+cserial=$(identify_lines | grep "$cdev" | sed -E 's/.*serial "([^"]*)".*/\1/')
+echo "$cdev" >/sys/bus/pci/drivers/rnvme/unbind
+echo nvme >"/sys/bus/pci/devices/$cdev/driver_override"
+insmod /lib/c/nvme-core.ko && insmod /lib/c/nvme.ko
+if wait_for 20 test -b /dev/nvme0n1; then
+	pass c_driver_binds_other_controller
+else
+	fail c_driver_binds_other_controller "no /dev/nvme0n1"
+fi
+expect_eq c_driver_owns_only_its_controller "$cdev" "$(bound_to nvme)"
+expect_eq rnvme_keeps_the_rest "$((CTRLS - 1))" "$(bound_to rnvme | count)"
+expect_eq c_driver_sees_same_serial "$cserial" "$(cat /sys/class/nvme/nvme0/serial 2>/dev/null | tr -d ' ')"
+check c_driver_reads_while_rnvme_bound dd if=/dev/nvme0n1 of=/dev/null bs=4096 count=64 iflag=direct
+check rmmod_both sh -c 'rmmod nvme && rmmod nvme-core && rmmod rnvme'
+
+finish

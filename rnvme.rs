@@ -1,0 +1,59 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! rnvme: an NVMe driver in Rust.
+//!
+//! Crate root: the module list, the module and its parameters, the PCI driver registration.
+
+#[path = "src/admin.rs"]
+mod admin;
+#[path = "src/ctrl.rs"]
+mod ctrl;
+#[path = "src/driver.rs"]
+mod driver;
+#[path = "src/fmt.rs"]
+mod fmt;
+#[path = "src/kernel_ext/mod.rs"]
+mod kernel_ext;
+#[path = "src/params.rs"]
+mod params;
+#[path = "src/queue.rs"]
+mod queue;
+#[path = "src/regs.rs"]
+mod regs;
+#[path = "src/spec/mod.rs"]
+#[allow(dead_code)]
+mod spec;
+
+use kernel::prelude::*;
+
+module! {
+    type: RnvmeModule,
+    name: "rnvme",
+    authors: ["The rnvme developers"],
+    description: "NVMe host driver in Rust",
+    license: "GPL v2",
+    params: {
+        admin_timeout: u32 {
+            default: 60,
+            description: "Timeout of admin commands in seconds (1-3600, default 60)",
+        },
+    },
+}
+
+/// The module: validated parameters, then the PCI driver registration.
+#[pin_data]
+struct RnvmeModule {
+    #[pin]
+    _driver: kernel::driver::Registration<kernel::pci::Adapter<driver::RnvmeDriver>>,
+}
+
+impl kernel::InPlaceModule for RnvmeModule {
+    fn init(module: &'static ThisModule) -> impl PinInit<Self, Error> {
+        pin_init::pin_init_scope(move || {
+            params::validate()?;
+            Ok(try_pin_init!(Self {
+                _driver <- kernel::driver::Registration::new(c"rnvme", module),
+            }))
+        })
+    }
+}

@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# Installs what building and testing rnvme needs, from the system's own Debian
+# sources (never another suite: mixing in trixie or sid half-upgrades libc),
+# plus bindgen-cli from crates.io. Idempotent: a second run only checks.
+. "$(dirname "$0")/common.sh"
+
+# Host packages: kernel Rust toolchain, kernel build tools, QEMU, guest tools.
+PKGS=(
+	rustc-web rust-web-src rust-web-clippy cargo-web clang-19 lld-19 llvm-19 libclang-19-dev
+	flex bison bc libelf-dev libssl-dev cpio kmod make gcc xz-utils
+	qemu-system-x86 busybox-static fio nvme-cli e2fsprogs util-linux
+	python3
+)
+
+missing_pkgs() {
+	local p
+	for p in "${PKGS[@]}"; do
+		dpkg-query -W -f='${Status}\n' "$p" 2>/dev/null | grep -q '^install ok installed$' ||
+			echo "$p"
+	done
+}
+
+install_pkgs() {
+	local missing
+	missing=$(missing_pkgs)
+	[ -z "$missing" ] && return 0
+	command -v apt-get >/dev/null || die "not an apt-based system: install by hand: $missing"
+	[ "$(id -u)" = 0 ] || die "installing packages needs root (missing: $(echo $missing))"
+	say "installing packages: $(echo $missing)"
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get update -qq
+	# rustc-web's newest build is in bookworm-security; the default release
+	# picks it when that suite is configured, as it is on Debian 12.
+	# shellcheck disable=SC2086
+	apt-get install -y -qq --no-install-recommends $missing >/dev/null
+	missing=$(missing_pkgs)
+	[ -z "$missing" ] || die "could not install: $missing"
+}
+
+check_rustc() {
+	local v
+	v=$("$RUSTC" --version | awk '{print $2}')
+	# The kernel needs rustc >= 1.85: the smaller of the two must be 1.85.0.
+	[ "$(printf '%s\n1.85.0\n' "$v" | sort -V | head -1)" = 1.85.0 ] ||
+		die "$RUSTC is $v; the kernel needs >= 1.85"
+	[ -d "$("$RUSTC" --print sysroot)/lib/rustlib/src/rust/library/core" ] ||
+		die "$RUSTC has no library source (install rust-web-src)"
+}
+
+install_bindgen() {
+	if [ -x "$BINDGEN_ROOT/bin/bindgen" ] &&
+		"$BINDGEN_ROOT/bin/bindgen" --version | grep -q " $BINDGEN_VERSION\$"; then
+		return 0
+	fi
+	command -v cargo >/dev/null || die "cargo is needed to install bindgen-cli"
+	say "installing bindgen-cli $BINDGEN_VERSION into $BINDGEN_ROOT (~2 min)"
+	cargo install -q bindgen-cli --version "$BINDGEN_VERSION" --locked --root "$BINDGEN_ROOT"
+}
+
+install_pkgs
+check_rustc
+install_bindgen

@@ -1,0 +1,34 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The PCI driver: matches NVMe controllers by class code and hands them to [`Controller`].
+
+use crate::ctrl::Controller;
+use kernel::{device::Core, pci, prelude::*};
+
+/// PCI class code of an NVM Express controller: mass storage (01h), non-volatile memory
+/// (08h), NVM Express programming interface (02h).
+const PCI_CLASS_STORAGE_EXPRESS: u32 = 0x010802;
+
+pub(crate) struct RnvmeDriver;
+
+kernel::pci_device_table!(
+    PCI_TABLE,
+    <RnvmeDriver as pci::Driver>::IdInfo,
+    [(
+        pci::DeviceId::from_class(PCI_CLASS_STORAGE_EXPRESS, 0xffffff),
+        ()
+    )]
+);
+
+impl pci::Driver for RnvmeDriver {
+    type IdInfo = ();
+    type Data<'bound> = Controller<'bound>;
+    const ID_TABLE: pci::IdTable<Self::IdInfo> = &PCI_TABLE;
+
+    fn probe<'bound>(
+        pdev: &'bound pci::Device<Core<'_>>,
+        _info: Option<&'bound Self::IdInfo>,
+    ) -> impl PinInit<Self::Data<'bound>, Error> + 'bound {
+        Controller::probe(pdev)
+    }
+}

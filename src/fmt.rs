@@ -1,0 +1,35 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Lets the kernel's print macros show the spec module's types.
+//!
+//! `pr_*!`/`dev_*!` format `{}` through `kernel::fmt::Display`, while `src/spec` (built on
+//! the host too) can only implement `core::fmt::Display`; this forwards one to the other.
+
+use crate::{
+    admin::CmdError,
+    spec::{
+        completion::Status,
+        identify::{AsciiField, IdentifyError},
+    },
+};
+use kernel::fmt::{Display, Formatter, Result};
+
+macro_rules! forward_display {
+    ($($ty:ty),* $(,)?) => {
+        $(
+            impl Display for $ty {
+                fn fmt(&self, f: &mut Formatter<'_>) -> Result {
+                    core::fmt::Display::fmt(self, f)
+                }
+            }
+        )*
+    };
+}
+
+forward_display!(Status, IdentifyError, CmdError);
+
+impl<const N: usize> Display for AsciiField<N> {
+    fn fmt(&self, f: &mut Formatter<'_>) -> Result {
+        core::fmt::Display::fmt(self, f)
+    }
+}

@@ -1,0 +1,252 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! PCI interrupt vectors and their handlers, owned together.
+//!
+//! The `kernel` crate of 7.3 has `pci::Device::alloc_irq_vectors` and `irq::Registration`,
+//! but a registration borrows the vector allocation, which a driver cannot store next to it
+//! in its device data, and there is no affinity spreading across CPUs. [`IrqSet`] owns both
+//! the allocation and the handlers registered on it, frees every handler before the vectors
+//! (so no handler can outlive its vector), and spreads the queue vectors over the CPUs
+//! (`PCI_IRQ_AFFINITY`) as the C driver does.
+
+use super::pci_dev_raw;
+use core::ffi::c_void;
+use kernel::{
+    bindings,
+    device::Bound,
+    irq::{Handler, IrqReturn},
+    pci,
+    prelude::*,
+    str::CString,
+};
+
+/// The interrupt mechanism the PCI core picked.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum IrqKind {
+    MsiX,
+    Msi,
+    Intx,
+}
+
+impl IrqKind {
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            IrqKind::MsiX => "MSI-X",
+            IrqKind::Msi => "MSI",
+            IrqKind::Intx => "INTx",
+        }
+    }
+}
+
+/// Which mechanisms an allocation may use, best first.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct IrqTypes {
+    pub(crate) msix: bool,
+    pub(crate) msi: bool,
+    pub(crate) intx: bool,
+}
+
+impl IrqTypes {
+    fn as_raw(self) -> u32 {
+        let mut f = 0;
+        if self.msix {
+            f |= bindings::PCI_IRQ_MSIX;
+        }
+        if self.msi {
+            f |= bindings::PCI_IRQ_MSI;
+        }
+        if self.intx {
+            f |= bindings::PCI_IRQ_INTX;
+        }
+        f
+    }
+}
+
+/// One registered handler. Boxed so its address, given to `request_irq` as the cookie,
+/// stays stable.
+struct Slot<T> {
+    irq: u32,
+    /// `request_irq` keeps a pointer to the name for `/proc/interrupts`.
+    name: CString,
+    handler: T,
+}
+
+/// A PCI interrupt vector allocation and the handlers registered on its vectors.
+///
+/// # Invariants
+///
+/// - `pdev` has `count` vectors allocated by `pci_alloc_irq_vectors*`, freed in `drop`.
+/// - Every `Some` entry of `slots` is registered with `request_irq` for `slot.irq` with the
+///   box's address as cookie, and is freed with `free_irq` before the box is dropped.
+pub(crate) struct IrqSet<'b, T: Handler> {
+    pdev: &'b pci::Device<Bound>,
+    count: u32,
+    kind: IrqKind,
+    slots: KVec<Option<Pin<KBox<Slot<T>>>>>,
+}
+
+impl<'b, T: Handler + 'b> IrqSet<'b, T> {
+    /// Allocates between `min` and `max` vectors of the allowed `types`.
+    ///
+    /// With `spread` set, vectors after the first `pre` are spread over the CPUs and
+    /// managed by the kernel (each follows its CPUs through hotplug); the first `pre` (the
+    /// admin queue's) stay unmanaged.
+    pub(crate) fn alloc(
+        pdev: &'b pci::Device<Bound>,
+        min: u32,
+        max: u32,
+        types: IrqTypes,
+        spread: Option<u32>,
+    ) -> Result<Self> {
+        let dev = pci_dev_raw(pdev);
+        let ret = match spread {
+            Some(pre) => {
+                // SAFETY: All-zero is a valid `irq_affinity` (no sets, no callback).
+                let mut affd: bindings::irq_affinity = unsafe { core::mem::zeroed() };
+                affd.pre_vectors = pre;
+                // SAFETY: `dev` is a bound PCI device (from `pdev`), `affd` outlives the
+                // call, which copies what it needs.
+                unsafe {
+                    bindings::pci_alloc_irq_vectors_affinity(
+                        dev,
+                        min,
+                        max,
+                        types.as_raw() | bindings::PCI_IRQ_AFFINITY,
+                        &mut affd,
+                    )
+                }
+            }
+            // SAFETY: `dev` is a bound PCI device; a null affinity descriptor is allowed.
+            None => unsafe {
+                bindings::pci_alloc_irq_vectors_affinity(
+                    dev,
+                    min,
+                    max,
+                    types.as_raw(),
+                    core::ptr::null_mut(),
+                )
+            },
+        };
+        if ret < 0 {
+            return Err(Error::from_errno(ret));
+        }
+        let count = ret as u32;
+        // SAFETY: `dev` is a valid, bound `pci_dev`; reading its flag bits races with nothing
+        // (only this driver changes them, from probe and remove).
+        let (msix, msi) = unsafe { ((*dev).msix_enabled(), (*dev).msi_enabled()) };
+        let kind = match (msix != 0, msi != 0) {
+            (true, _) => IrqKind::MsiX,
+            (false, true) => IrqKind::Msi,
+            _ => IrqKind::Intx,
+        };
+        // From here on `set` owns the vectors: an error below frees them in `drop`.
+        let mut set = Self {
+            pdev,
+            count,
+            kind,
+            slots: KVec::new(),
+        };
+        for _ in 0..count {
+            set.slots.push(None, GFP_KERNEL)?;
+        }
+        Ok(set)
+    }
+
+    /// The mechanism in use.
+    pub(crate) fn kind(&self) -> IrqKind {
+        self.kind
+    }
+
+    /// Linux IRQ number of `vector`.
+    fn irq_of(&self, vector: u32) -> Result<u32> {
+        if vector >= self.count {
+            return Err(EINVAL);
+        }
+        // SAFETY: `pdev` is bound and `vector` is below the allocated count.
+        let irq = unsafe { bindings::pci_irq_vector(pci_dev_raw(self.pdev), vector) };
+        if irq < 0 {
+            return Err(Error::from_errno(irq));
+        }
+        Ok(irq as u32)
+    }
+
+    /// Registers `handler` on `vector`, named `name` in `/proc/interrupts`.
+    ///
+    /// INTx lines may be shared with other devices, so they are requested as shared.
+    pub(crate) fn request(&mut self, vector: u32, name: CString, handler: T) -> Result {
+        let irq = self.irq_of(vector)?;
+        let idx = vector as usize;
+        if self.slots[idx].is_some() {
+            return Err(EBUSY);
+        }
+        let slot = KBox::pin(Slot { irq, name, handler }, GFP_KERNEL)?;
+        let flags = if self.kind == IrqKind::Intx {
+            bindings::IRQF_SHARED
+        } else {
+            0
+        };
+        let cookie = core::ptr::from_ref::<Slot<T>>(&slot)
+            .cast_mut()
+            .cast::<c_void>();
+        // SAFETY: `irq` belongs to this device; `handle_irq::<T>` matches the cookie type;
+        // `cookie` and the name stay valid until `free_irq` in `free`/`drop` (invariant).
+        let ret = unsafe {
+            bindings::request_threaded_irq(
+                irq,
+                Some(handle_irq::<T>),
+                None,
+                flags as usize,
+                slot.name.as_char_ptr(),
+                cookie,
+            )
+        };
+        if ret < 0 {
+            return Err(Error::from_errno(ret));
+        }
+        self.slots[idx] = Some(slot);
+        Ok(())
+    }
+
+    /// Waits until a handler running on `vector` has returned.
+    pub(crate) fn synchronize(&self, vector: u32) {
+        if let Ok(irq) = self.irq_of(vector) {
+            // SAFETY: `irq` is a valid interrupt number of this device.
+            unsafe { bindings::synchronize_irq(irq) };
+        }
+    }
+}
+
+impl<T: Handler> Drop for IrqSet<'_, T> {
+    fn drop(&mut self) {
+        for slot in self.slots.iter_mut() {
+            if let Some(s) = slot.take() {
+                let cookie = core::ptr::from_ref::<Slot<T>>(&s)
+                    .cast_mut()
+                    .cast::<c_void>();
+                // SAFETY: registered with this cookie (invariant); freed exactly once.
+                unsafe { bindings::free_irq(s.irq, cookie) };
+            }
+        }
+        // SAFETY: vectors were allocated in `alloc` (invariant) and no handler is left.
+        unsafe { bindings::pci_free_irq_vectors(pci_dev_raw(self.pdev)) };
+    }
+}
+
+/// The C entry point for every [`IrqSet`] handler.
+///
+/// # Safety
+///
+/// Only registered by [`IrqSet::request`], with `cookie` pointing at a live `Slot<T>`.
+unsafe extern "C" fn handle_irq<T: Handler>(
+    _irq: i32,
+    cookie: *mut c_void,
+) -> bindings::irqreturn_t {
+    // SAFETY: `cookie` points at a `Slot<T>` that lives until `free_irq` returns (invariant
+    // of `IrqSet`), and handlers only get shared references.
+    let slot = unsafe { &*cookie.cast_const().cast::<Slot<T>>() };
+    let ret = match slot.handler.handle() {
+        IrqReturn::None => bindings::irqreturn::IRQ_NONE,
+        IrqReturn::Handled => bindings::irqreturn::IRQ_HANDLED,
+    };
+    bindings::irqreturn_t(ret.0)
+}

@@ -1,0 +1,25 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Safe wrappers for what the `kernel` crate of Linux 7.3 does not offer yet.
+//!
+//! This is the only part of rnvme that calls `kernel::bindings` directly. Each wrapper is
+//! modelled on its neighbours in `rust/kernel/`, keeps its invariants in its type, and has a
+//! `// SAFETY:` comment on every `unsafe` block; the driver above it is safe Rust.
+
+pub(crate) mod irq;
+pub(crate) mod sync;
+
+use kernel::{bindings, device, pci};
+
+/// The raw `struct pci_dev` behind a [`pci::Device`].
+///
+/// `pci::Device::as_raw` is private in 7.3, so this derives the pointer from the type's
+/// layout instead.
+pub(crate) fn pci_dev_raw<Ctx: device::DeviceContext>(
+    pdev: &pci::Device<Ctx>,
+) -> *mut bindings::pci_dev {
+    // `pci::Device<Ctx>` is `#[repr(transparent)]` over `Opaque<bindings::pci_dev>` (plus a
+    // zero-sized `PhantomData`), and `Opaque<T>` is `#[repr(transparent)]` over
+    // `UnsafeCell<MaybeUninit<T>>`, so a reference to it is a pointer to the `pci_dev`.
+    core::ptr::from_ref(pdev).cast_mut().cast()
+}

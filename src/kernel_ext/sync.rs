@@ -1,0 +1,58 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! A `struct completion` with a bounded wait.
+//!
+//! `kernel::sync::Completion` only has an unbounded `wait_for_completion`; a driver must never
+//! wait forever on a device, so this one adds `wait_timeout` and `reinit`.
+
+use core::marker::PhantomPinned;
+use kernel::{bindings, prelude::*, time::msecs_to_jiffies, types::Opaque};
+
+/// A one-shot event between an interrupt handler and a waiting thread.
+#[pin_data]
+pub(crate) struct Completion {
+    #[pin]
+    inner: Opaque<bindings::completion>,
+    #[pin]
+    _pin: PhantomPinned,
+}
+
+// SAFETY: `struct completion` is designed to be signalled and waited on from any task or
+// interrupt context; it holds no thread-affine state.
+unsafe impl Send for Completion {}
+// SAFETY: All operations go through the C API, which serializes with its internal lock.
+unsafe impl Sync for Completion {}
+
+impl Completion {
+    pub(crate) fn new() -> impl PinInit<Self> {
+        pin_init!(Self {
+            inner <- Opaque::ffi_init(|slot: *mut bindings::completion| {
+                // SAFETY: `slot` is valid, pinned memory for a `struct completion`.
+                unsafe { bindings::init_completion(slot) };
+            }),
+            _pin: PhantomPinned,
+        })
+    }
+
+    /// Marks the event as not yet happened, before starting a new round.
+    pub(crate) fn reinit(&self) {
+        // SAFETY: `inner` was initialized by `new`. `reinit_completion` is a static inline
+        // helper that only sets `done = 0`; the waiter calls this before publishing the work
+        // that will signal it, so no signal can be lost.
+        unsafe { (*self.inner.get()).done = 0 };
+    }
+
+    /// Signals the waiter. Callable from interrupt context.
+    pub(crate) fn complete(&self) {
+        // SAFETY: `inner` was initialized by `new`.
+        unsafe { bindings::complete(self.inner.get()) };
+    }
+
+    /// Waits for [`Self::complete`] at most `ms` milliseconds (not interruptible: the device
+    /// may still be using memory the caller owns). Returns `true` if the event happened.
+    pub(crate) fn wait_timeout(&self, ms: u32) -> bool {
+        let jiffies = msecs_to_jiffies(ms).max(1);
+        // SAFETY: `inner` was initialized by `new`; waiting sleeps, which callers allow.
+        unsafe { bindings::wait_for_completion_timeout(self.inner.get(), jiffies) != 0 }
+    }
+}

@@ -1,0 +1,155 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! One submission/completion queue pair in DMA-coherent memory.
+//!
+//! Used by the admin queue and the I/O queues alike. Submission copies a 64-byte command into
+//! the SQ under the SQ lock and rings the tail doorbell; completion walks the CQ while the
+//! phase tag matches, hands each entry to a callback, and writes the CQ head doorbell once
+//! for the whole batch.
+//!
+//! Callers bound the number of commands in flight below the queue depth (blk-mq's tag depth,
+//! the admin command slots), so the SQ can never overflow and needs no head tracking here.
+
+use crate::{
+    regs::{Doorbells, Regs},
+    spec::{command::Command, completion::Completion},
+};
+use kernel::{
+    device::{Bound, Device},
+    dma::Coherent,
+    io::{io_project, io_read, Io},
+    new_spinlock, new_spinlock_irq,
+    prelude::*,
+    sync::{
+        barrier::{dma_mb, Read},
+        Arc, SpinLock, SpinLockIrq,
+    },
+};
+
+/// A submission queue entry as sixteen dwords (the type DMA memory is allocated in).
+type SqEntry = [u32; 16];
+/// A completion queue entry as four dwords.
+type CqEntry = [u32; 4];
+
+/// Where the host is in the completion queue.
+struct CqState {
+    head: u16,
+    /// The phase tag value that marks a new entry; flips each time the head wraps.
+    phase: bool,
+}
+
+/// A queue pair.
+#[pin_data]
+pub(crate) struct Queue<'b> {
+    qid: u16,
+    depth: u16,
+    regs: Arc<Regs<'b>>,
+    db: Doorbells,
+    sq: Coherent<[SqEntry]>,
+    cq: Coherent<[CqEntry]>,
+    #[pin]
+    sq_tail: SpinLock<u16>,
+    /// Taken by the interrupt handler and, for polled completion, by process context.
+    #[pin]
+    cq_state: SpinLockIrq<CqState>,
+}
+
+impl<'b> Queue<'b> {
+    /// Allocates a queue pair of `depth` entries for queue id `qid` (0 = admin).
+    pub(crate) fn new(
+        dev: &Device<Bound>,
+        regs: Arc<Regs<'b>>,
+        qid: u16,
+        depth: u16,
+    ) -> Result<Arc<Self>> {
+        if depth < 2 {
+            return Err(EINVAL);
+        }
+        let db = regs.doorbells(qid)?;
+        let sq = Coherent::<SqEntry>::zeroed_slice(dev, depth as usize, GFP_KERNEL)?;
+        let cq = Coherent::<CqEntry>::zeroed_slice(dev, depth as usize, GFP_KERNEL)?;
+        Arc::pin_init(
+            try_pin_init!(Self {
+                qid,
+                depth,
+                regs,
+                db,
+                sq,
+                cq,
+                sq_tail <- new_spinlock!(0),
+                cq_state <- new_spinlock_irq!(CqState { head: 0, phase: true }),
+            }),
+            GFP_KERNEL,
+        )
+    }
+
+    pub(crate) fn depth(&self) -> u16 {
+        self.depth
+    }
+
+    /// Bus address of the SQ ring, for ASQ or Create I/O SQ.
+    pub(crate) fn sq_dma(&self) -> u64 {
+        self.sq.dma_address()
+    }
+
+    /// Bus address of the CQ ring, for ACQ or Create I/O CQ.
+    pub(crate) fn cq_dma(&self) -> u64 {
+        self.cq.dma_address()
+    }
+
+    /// Copies `cmd` into the next SQ slot and rings the tail doorbell.
+    pub(crate) fn submit(&self, cmd: &Command) -> Result {
+        let mut tail = self.sq_tail.lock();
+        let mut dw = cmd.dw;
+        for d in dw.iter_mut() {
+            *d = d.to_le();
+        }
+        io_project!(&self.sq, [try: *tail as usize]).copy_write(dw);
+        *tail = if *tail + 1 == self.depth {
+            0
+        } else {
+            *tail + 1
+        };
+        // The MMIO write orders after the entry's memory write (writel has release semantics).
+        self.regs.ring(self.db.sq, *tail);
+        Ok(())
+    }
+
+    /// Reads the entry at `head` if its phase tag says it is new.
+    fn peek(&self, head: u16, phase: bool) -> Result<Option<Completion>> {
+        let dw3 = u32::from_le(io_read!(&self.cq, [try: head as usize][try: 3]));
+        if (dw3 & (1 << 16) != 0) != phase {
+            return Ok(None);
+        }
+        // The rest of the entry may only be read after its phase tag was seen.
+        dma_mb(Read);
+        let e: CqEntry = io_project!(&self.cq, [try: head as usize]).copy_read();
+        Ok(Some(Completion::from_dwords([
+            u32::from_le(e[0]),
+            u32::from_le(e[1]),
+            u32::from_le(e[2]),
+            dw3,
+        ])))
+    }
+
+    /// Hands every new completion to `f` and writes the CQ head doorbell once at the end.
+    /// Returns how many entries were consumed.
+    pub(crate) fn process_completions(&self, mut f: impl FnMut(Completion)) -> u32 {
+        let mut st = self.cq_state.lock();
+        let mut n = 0;
+        // `head` is always below `depth`, which is the ring's length, so `peek` cannot fail.
+        while let Ok(Some(cqe)) = self.peek(st.head, st.phase) {
+            st.head += 1;
+            if st.head == self.depth {
+                st.head = 0;
+                st.phase = !st.phase;
+            }
+            n += 1;
+            f(cqe);
+        }
+        if n > 0 {
+            self.regs.ring(self.db.cq, st.head);
+        }
+        n
+    }
+}

@@ -1,0 +1,191 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! 64-byte submission queue entries, with one constructor per command we send.
+
+/// Admin command opcodes (NVMe Base Spec, figure 28).
+pub(crate) mod admin_opcode {
+    pub(crate) const DELETE_IO_SQ: u8 = 0x00;
+    pub(crate) const CREATE_IO_SQ: u8 = 0x01;
+    pub(crate) const GET_LOG_PAGE: u8 = 0x02;
+    pub(crate) const DELETE_IO_CQ: u8 = 0x04;
+    pub(crate) const CREATE_IO_CQ: u8 = 0x05;
+    pub(crate) const IDENTIFY: u8 = 0x06;
+    pub(crate) const ABORT: u8 = 0x08;
+    pub(crate) const SET_FEATURES: u8 = 0x09;
+    pub(crate) const GET_FEATURES: u8 = 0x0a;
+    pub(crate) const ASYNC_EVENT_REQUEST: u8 = 0x0c;
+}
+
+/// NVM command set I/O opcodes.
+pub(crate) mod io_opcode {
+    pub(crate) const FLUSH: u8 = 0x00;
+    pub(crate) const WRITE: u8 = 0x01;
+    pub(crate) const READ: u8 = 0x02;
+    pub(crate) const WRITE_ZEROES: u8 = 0x08;
+    pub(crate) const DATASET_MANAGEMENT: u8 = 0x09;
+}
+
+/// Identify CNS values.
+pub(crate) mod cns {
+    pub(crate) const NAMESPACE: u8 = 0x00;
+    pub(crate) const CONTROLLER: u8 = 0x01;
+    pub(crate) const ACTIVE_NS_LIST: u8 = 0x02;
+}
+
+/// Feature identifiers.
+pub(crate) mod feature {
+    pub(crate) const VOLATILE_WRITE_CACHE: u8 = 0x06;
+    pub(crate) const NUMBER_OF_QUEUES: u8 = 0x07;
+    pub(crate) const ASYNC_EVENT_CONFIG: u8 = 0x0b;
+}
+
+/// A submission queue entry, as sixteen little-endian command dwords.
+///
+/// The layout is the one the device reads; `dw` index n is command dword n.
+#[repr(C, align(8))]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub(crate) struct Command {
+    pub(crate) dw: [u32; 16],
+}
+
+impl Command {
+    /// Size of a submission queue entry in bytes (CC.IOSQES = 6).
+    pub(crate) const SIZE: usize = 64;
+
+    /// A command with `opcode` and nothing else set.
+    pub(crate) fn new(opcode: u8) -> Self {
+        let mut c = Self::default();
+        c.dw[0] = u32::from(opcode);
+        c
+    }
+
+    pub(crate) fn opcode(&self) -> u8 {
+        self.dw[0] as u8
+    }
+
+    /// Sets the command identifier (CDW0 bits 31:16).
+    pub(crate) fn set_cid(&mut self, cid: u16) {
+        self.dw[0] = (self.dw[0] & 0xffff) | (u32::from(cid) << 16);
+    }
+
+    pub(crate) fn cid(&self) -> u16 {
+        (self.dw[0] >> 16) as u16
+    }
+
+    pub(crate) fn with_nsid(mut self, nsid: u32) -> Self {
+        self.dw[1] = nsid;
+        self
+    }
+
+    /// Sets PRP entry 1 and 2 (data pointer, dwords 6..9).
+    pub(crate) fn with_prp(mut self, prp1: u64, prp2: u64) -> Self {
+        self.dw[6] = prp1 as u32;
+        self.dw[7] = (prp1 >> 32) as u32;
+        self.dw[8] = prp2 as u32;
+        self.dw[9] = (prp2 >> 32) as u32;
+        self
+    }
+
+    pub(crate) fn prp1(&self) -> u64 {
+        u64::from(self.dw[6]) | (u64::from(self.dw[7]) << 32)
+    }
+
+    pub(crate) fn prp2(&self) -> u64 {
+        u64::from(self.dw[8]) | (u64::from(self.dw[9]) << 32)
+    }
+
+    pub(crate) fn with_cdw(mut self, n: usize, value: u32) -> Self {
+        self.dw[n] = value;
+        self
+    }
+
+    /// Identify (CNS in CDW10 bits 7:0). The 4 KiB result goes to `prp1`.
+    pub(crate) fn identify(cns: u8, nsid: u32, prp1: u64) -> Self {
+        Self::new(admin_opcode::IDENTIFY)
+            .with_nsid(nsid)
+            .with_prp(prp1, 0)
+            .with_cdw(10, u32::from(cns))
+    }
+
+    /// Set Features with the feature's CDW11 value.
+    pub(crate) fn set_features(fid: u8, cdw11: u32) -> Self {
+        Self::new(admin_opcode::SET_FEATURES)
+            .with_cdw(10, u32::from(fid))
+            .with_cdw(11, cdw11)
+    }
+
+    /// Get Features (current value).
+    pub(crate) fn get_features(fid: u8) -> Self {
+        Self::new(admin_opcode::GET_FEATURES).with_cdw(10, u32::from(fid))
+    }
+
+    /// Set Features, Number of Queues: requests `sq` submission and `cq` completion queues.
+    pub(crate) fn set_num_queues(sq: u16, cq: u16) -> Self {
+        let ncqr = u32::from(cq.saturating_sub(1));
+        let nsqr = u32::from(sq.saturating_sub(1));
+        Self::set_features(feature::NUMBER_OF_QUEUES, (ncqr << 16) | nsqr)
+    }
+
+    /// Create I/O Completion Queue: physically contiguous, interrupts enabled on `vector`.
+    pub(crate) fn create_io_cq(qid: u16, depth: u16, prp1: u64, vector: u16, irq: bool) -> Self {
+        let flags = 1 | if irq { 2 } else { 0 };
+        Self::new(admin_opcode::CREATE_IO_CQ)
+            .with_prp(prp1, 0)
+            .with_cdw(10, ((u32::from(depth) - 1) << 16) | u32::from(qid))
+            .with_cdw(11, (u32::from(vector) << 16) | flags)
+    }
+
+    /// Create I/O Submission Queue bound to completion queue `cqid`, physically contiguous.
+    pub(crate) fn create_io_sq(qid: u16, depth: u16, prp1: u64, cqid: u16) -> Self {
+        Self::new(admin_opcode::CREATE_IO_SQ)
+            .with_prp(prp1, 0)
+            .with_cdw(10, ((u32::from(depth) - 1) << 16) | u32::from(qid))
+            .with_cdw(11, (u32::from(cqid) << 16) | 1)
+    }
+
+    pub(crate) fn delete_io_sq(qid: u16) -> Self {
+        Self::new(admin_opcode::DELETE_IO_SQ).with_cdw(10, u32::from(qid))
+    }
+
+    pub(crate) fn delete_io_cq(qid: u16) -> Self {
+        Self::new(admin_opcode::DELETE_IO_CQ).with_cdw(10, u32::from(qid))
+    }
+
+    /// Abort command `cid` on submission queue `sqid`.
+    pub(crate) fn abort(sqid: u16, cid: u16) -> Self {
+        Self::new(admin_opcode::ABORT).with_cdw(10, (u32::from(cid) << 16) | u32::from(sqid))
+    }
+
+    /// Get Log Page of `dwords` dwords (at most one PRP page's worth is what we send).
+    pub(crate) fn get_log_page(lid: u8, nsid: u32, dwords: u32, prp1: u64, prp2: u64) -> Self {
+        let numd = dwords.saturating_sub(1);
+        Self::new(admin_opcode::GET_LOG_PAGE)
+            .with_nsid(nsid)
+            .with_prp(prp1, prp2)
+            .with_cdw(10, ((numd & 0xffff) << 16) | u32::from(lid))
+            .with_cdw(11, numd >> 16)
+    }
+
+    /// Read or write `nlb` logical blocks starting at `slba`.
+    pub(crate) fn rw(opcode: u8, nsid: u32, slba: u64, nlb: u32, fua: bool) -> Self {
+        let fua = if fua { 1 << 30 } else { 0 };
+        Self::new(opcode)
+            .with_nsid(nsid)
+            .with_cdw(10, slba as u32)
+            .with_cdw(11, (slba >> 32) as u32)
+            .with_cdw(12, (nlb - 1) | fua)
+    }
+
+    pub(crate) fn flush(nsid: u32) -> Self {
+        Self::new(io_opcode::FLUSH).with_nsid(nsid)
+    }
+
+    /// The command as the little-endian bytes the device reads.
+    pub(crate) fn to_le_bytes(self) -> [u8; 64] {
+        let mut out = [0u8; 64];
+        for (i, d) in self.dw.iter().enumerate() {
+            out[i * 4..i * 4 + 4].copy_from_slice(&d.to_le_bytes());
+        }
+        out
+    }
+}

@@ -1,0 +1,342 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Identify data structures (NVMe Base Spec 5.17.2, NVM Command Set Spec 4.1.5), parsed by
+//! byte offset and validated: every value a later step depends on is range checked here.
+
+use super::{le16, le32, le64};
+use core::fmt;
+
+/// Size of every Identify data structure.
+pub(crate) const IDENTIFY_SIZE: usize = 4096;
+
+/// Why a device's identify data was refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum IdentifyError {
+    /// The buffer is not a whole identify structure.
+    Truncated,
+    /// SQES/CQES do not allow the 64/16-byte entries the NVM command set uses.
+    QueueEntrySize { sqes: u8, cqes: u8 },
+    /// Namespace size zero, or capacity larger than the size.
+    NamespaceSize { nsze: u64, ncap: u64 },
+    /// FLBAS selects a format beyond NLBAF.
+    FormatIndex { index: u8, nlbaf: u8 },
+    /// LBA data size outside 512 B ..= 64 KiB (or beyond what we can express).
+    BlockSize { lbads: u8 },
+    /// The active namespace list is not strictly increasing or has a reserved id.
+    NamespaceList { position: usize, nsid: u32 },
+}
+
+impl fmt::Display for IdentifyError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            Self::Truncated => write!(f, "identify data truncated"),
+            Self::QueueEntrySize { sqes, cqes } => write!(
+                f,
+                "unsupported queue entry sizes (SQES {sqes:#x}, CQES {cqes:#x}; need 64 B / 16 B)"
+            ),
+            Self::NamespaceSize { nsze, ncap } => {
+                write!(f, "invalid namespace size (NSZE {nsze}, NCAP {ncap})")
+            }
+            Self::FormatIndex { index, nlbaf } => {
+                write!(
+                    f,
+                    "LBA format {index} selected but only {} exist",
+                    u32::from(nlbaf) + 1
+                )
+            }
+            Self::BlockSize { lbads } => write!(f, "unsupported LBA data size 2^{lbads}"),
+            Self::NamespaceList { position, nsid } => {
+                write!(
+                    f,
+                    "bad namespace id {nsid:#x} at position {position} of the active list"
+                )
+            }
+        }
+    }
+}
+
+/// A fixed-size ASCII field (serial, model, firmware), space padded by the device.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) struct AsciiField<const N: usize> {
+    bytes: [u8; N],
+}
+
+impl<const N: usize> AsciiField<N> {
+    fn parse(b: &[u8]) -> Self {
+        let mut bytes = [0u8; N];
+        bytes.copy_from_slice(&b[..N]);
+        // Anything that is not printable ASCII is shown as '?', so a log line can never
+        // carry control characters from the device.
+        for c in bytes.iter_mut() {
+            if *c != 0 && !(0x20..0x7f).contains(c) {
+                *c = b'?';
+            }
+        }
+        Self { bytes }
+    }
+
+    /// The text without trailing spaces or NULs.
+    pub(crate) fn as_str(&self) -> &str {
+        let end = self
+            .bytes
+            .iter()
+            .rposition(|&c| c != b' ' && c != 0)
+            .map_or(0, |p| p + 1);
+        // Only printable ASCII (or NUL) remains after `parse`, so this cannot fail.
+        core::str::from_utf8(&self.bytes[..end]).unwrap_or("")
+    }
+}
+
+impl<const N: usize> fmt::Display for AsciiField<N> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl<const N: usize> fmt::Debug for AsciiField<N> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:?}", self.as_str())
+    }
+}
+
+/// The parts of Identify Controller (CNS 01h) the driver uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct IdentifyController {
+    pub(crate) vid: u16,
+    pub(crate) ssvid: u16,
+    pub(crate) serial: AsciiField<20>,
+    pub(crate) model: AsciiField<40>,
+    pub(crate) firmware: AsciiField<8>,
+    /// Maximum Data Transfer Size as a power of two of CAP.MPSMIN pages; 0 means no limit.
+    pub(crate) mdts: u8,
+    pub(crate) cntlid: u16,
+    pub(crate) ver: u32,
+    /// Optional Asynchronous Events Supported.
+    pub(crate) oaes: u32,
+    /// Optional Admin Command Support.
+    pub(crate) oacs: u16,
+    /// Abort Command Limit (0's based).
+    pub(crate) acl: u8,
+    /// Asynchronous Event Request Limit (0's based).
+    pub(crate) aerl: u8,
+    /// Log Page Attributes.
+    pub(crate) lpa: u8,
+    /// Error Log Page Entries (0's based).
+    pub(crate) elpe: u8,
+    pub(crate) sqes: u8,
+    pub(crate) cqes: u8,
+    /// Maximum outstanding commands (0: not reported).
+    pub(crate) maxcmd: u16,
+    /// Number of Namespaces: the largest namespace id the controller may use.
+    pub(crate) nn: u32,
+    /// Optional NVM Command Support.
+    pub(crate) oncs: u16,
+    /// Volatile Write Cache.
+    pub(crate) vwc: u8,
+    /// SGL Support.
+    pub(crate) sgls: u32,
+}
+
+impl IdentifyController {
+    /// Parses and validates an Identify Controller data structure.
+    pub(crate) fn parse(b: &[u8]) -> Result<Self, IdentifyError> {
+        if b.len() < IDENTIFY_SIZE {
+            return Err(IdentifyError::Truncated);
+        }
+        let id = Self {
+            vid: le16(b, 0),
+            ssvid: le16(b, 2),
+            serial: AsciiField::parse(&b[4..24]),
+            model: AsciiField::parse(&b[24..64]),
+            firmware: AsciiField::parse(&b[64..72]),
+            mdts: b[77],
+            cntlid: le16(b, 78),
+            ver: le32(b, 80),
+            oaes: le32(b, 92),
+            oacs: le16(b, 256),
+            acl: b[258],
+            aerl: b[259],
+            lpa: b[261],
+            elpe: b[262],
+            sqes: b[512],
+            cqes: b[513],
+            maxcmd: le16(b, 514),
+            nn: le32(b, 516),
+            oncs: le16(b, 520),
+            vwc: b[525],
+            sgls: le32(b, 536),
+        };
+        // Bits 3:0 are the required (minimum) size, bits 7:4 the maximum, as powers of two.
+        let ok = |v: u8, want: u8| (v & 0xf) <= want && (v >> 4) >= want;
+        if !ok(id.sqes, 6) || !ok(id.cqes, 4) {
+            return Err(IdentifyError::QueueEntrySize {
+                sqes: id.sqes,
+                cqes: id.cqes,
+            });
+        }
+        Ok(id)
+    }
+
+    /// Maximum transfer size in bytes for a controller page size of `1 << page_shift`,
+    /// or `None` when the controller sets no limit. Saturates instead of overflowing for
+    /// absurd MDTS values.
+    pub(crate) fn max_transfer_bytes(&self, page_shift: u32) -> Option<u64> {
+        if self.mdts == 0 {
+            return None;
+        }
+        let shift = u32::from(self.mdts) + page_shift;
+        Some(if shift >= 63 { u64::MAX } else { 1u64 << shift })
+    }
+
+    /// A volatile write cache is present.
+    pub(crate) fn has_volatile_write_cache(&self) -> bool {
+        self.vwc & 1 != 0
+    }
+
+    /// Dataset Management (deallocate) is supported.
+    pub(crate) fn supports_dsm(&self) -> bool {
+        self.oncs & (1 << 2) != 0
+    }
+
+    /// Write Zeroes is supported.
+    pub(crate) fn supports_write_zeroes(&self) -> bool {
+        self.oncs & (1 << 3) != 0
+    }
+
+    /// SGLs are supported for the NVM command set.
+    pub(crate) fn supports_sgl(&self) -> bool {
+        self.sgls & 0x3 != 0
+    }
+}
+
+/// One LBA format descriptor.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub(crate) struct LbaFormat {
+    /// Metadata bytes per block.
+    pub(crate) ms: u16,
+    /// LBA data size as a power of two.
+    pub(crate) lbads: u8,
+    /// Relative performance.
+    pub(crate) rp: u8,
+}
+
+/// The parts of Identify Namespace (CNS 00h) the driver uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct IdentifyNamespace {
+    /// Namespace size in logical blocks.
+    pub(crate) nsze: u64,
+    pub(crate) ncap: u64,
+    pub(crate) nsfeat: u8,
+    /// Number of LBA formats (0's based).
+    pub(crate) nlbaf: u8,
+    /// The format in use.
+    pub(crate) lbaf: LbaFormat,
+    /// Index of the format in use.
+    pub(crate) lbaf_index: u8,
+    /// Metadata at the end of each block (extended LBA) rather than in a separate buffer.
+    pub(crate) extended_lba: bool,
+    /// Deallocate Logical Block Features: what reading a deallocated block returns.
+    pub(crate) dlfeat: u8,
+    /// Namespace Atomic Write Unit Power Fail (0's based), valid when NSFEAT bit 1 is set.
+    pub(crate) nawupf: u16,
+    /// Preferred write granularity (0's based), valid when NSFEAT bit 4 is set.
+    pub(crate) npwg: u16,
+    pub(crate) npwa: u16,
+    /// Optimal I/O boundary in blocks (0: none).
+    pub(crate) noiob: u16,
+}
+
+impl IdentifyNamespace {
+    /// Parses and validates an Identify Namespace data structure.
+    ///
+    /// A namespace id that is not active returns all zeroes; callers skip it before parsing
+    /// (NSZE 0 is refused here).
+    pub(crate) fn parse(b: &[u8]) -> Result<Self, IdentifyError> {
+        if b.len() < IDENTIFY_SIZE {
+            return Err(IdentifyError::Truncated);
+        }
+        let nsze = le64(b, 0);
+        let ncap = le64(b, 8);
+        if nsze == 0 || ncap > nsze {
+            return Err(IdentifyError::NamespaceSize { nsze, ncap });
+        }
+        let nlbaf = b[25];
+        let flbas = b[26];
+        // With more than 16 formats, FLBAS bits 6:5 hold the upper two index bits.
+        let index = (flbas & 0xf) | if nlbaf >= 16 { (flbas >> 1) & 0x30 } else { 0 };
+        if index > nlbaf || index >= 64 {
+            return Err(IdentifyError::FormatIndex { index, nlbaf });
+        }
+        let off = 128 + 4 * index as usize;
+        let raw = le32(b, off);
+        let lbaf = LbaFormat {
+            ms: raw as u16,
+            lbads: (raw >> 16) as u8,
+            rp: ((raw >> 24) & 0x3) as u8,
+        };
+        if !(9..=16).contains(&lbaf.lbads) {
+            return Err(IdentifyError::BlockSize { lbads: lbaf.lbads });
+        }
+        Ok(Self {
+            nsze,
+            ncap,
+            nsfeat: b[24],
+            nlbaf,
+            lbaf,
+            lbaf_index: index,
+            extended_lba: flbas & 0x10 != 0,
+            dlfeat: b[33],
+            nawupf: le16(b, 36),
+            npwg: le16(b, 64),
+            npwa: le16(b, 66),
+            noiob: le16(b, 46),
+        })
+    }
+
+    /// Logical block size in bytes.
+    pub(crate) fn block_size(&self) -> u32 {
+        1 << self.lbaf.lbads
+    }
+
+    /// Capacity in bytes, saturating.
+    pub(crate) fn capacity_bytes(&self) -> u64 {
+        self.nsze.saturating_mul(u64::from(self.block_size()))
+    }
+
+    /// Reading a deallocated block returns zeroes (DLFEAT bits 2:0 = 001b).
+    pub(crate) fn deallocate_reads_zeroes(&self) -> bool {
+        self.dlfeat & 0x7 == 1
+    }
+}
+
+/// Maximum entries in an active namespace id list.
+pub(crate) const NS_LIST_MAX: usize = IDENTIFY_SIZE / 4;
+
+/// Parses an active namespace id list (CNS 02h) into `out`, returning how many ids it held.
+///
+/// The list ends at the first zero. Ids must be strictly increasing, below the broadcast id
+/// 0xffffffff, and at most `nn` (Identify Controller NN).
+pub(crate) fn parse_ns_list(
+    b: &[u8],
+    nn: u32,
+    out: &mut [u32; NS_LIST_MAX],
+) -> Result<usize, IdentifyError> {
+    if b.len() < IDENTIFY_SIZE {
+        return Err(IdentifyError::Truncated);
+    }
+    let mut prev = 0u32;
+    let mut n = 0;
+    for position in 0..NS_LIST_MAX {
+        let nsid = le32(b, position * 4);
+        if nsid == 0 {
+            break;
+        }
+        if nsid <= prev || nsid == u32::MAX || nsid > nn {
+            return Err(IdentifyError::NamespaceList { position, nsid });
+        }
+        out[n] = nsid;
+        n += 1;
+        prev = nsid;
+    }
+    Ok(n)
+}

@@ -1,0 +1,142 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Controller register layout (NVMe Base Spec, section 3.1.4) and bit-field decoding.
+
+/// Controller Capabilities (64 bit).
+pub(crate) const CAP: usize = 0x00;
+/// Version.
+pub(crate) const VS: usize = 0x08;
+/// Interrupt Mask Set / Clear (only used with pin-based or MSI interrupts).
+pub(crate) const INTMS: usize = 0x0c;
+pub(crate) const INTMC: usize = 0x10;
+/// Controller Configuration.
+pub(crate) const CC: usize = 0x14;
+/// Controller Status.
+pub(crate) const CSTS: usize = 0x1c;
+/// Admin Queue Attributes.
+pub(crate) const AQA: usize = 0x24;
+/// Admin Submission / Completion Queue Base Address (64 bit each).
+pub(crate) const ASQ: usize = 0x28;
+pub(crate) const ACQ: usize = 0x30;
+/// First doorbell register.
+pub(crate) const DOORBELL_BASE: usize = 0x1000;
+
+/// Decoded Controller Capabilities.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Cap(pub(crate) u64);
+
+impl Cap {
+    /// Maximum Queue Entries Supported, as a count (the register is 0's based).
+    pub(crate) fn mqes(self) -> u32 {
+        (self.0 & 0xffff) as u32 + 1
+    }
+    /// Contiguous Queues Required.
+    pub(crate) fn cqr(self) -> bool {
+        self.0 & (1 << 16) != 0
+    }
+    /// Arbitration Mechanism Supported (bit 0: weighted round robin, bit 1: vendor specific).
+    pub(crate) fn ams(self) -> u8 {
+        ((self.0 >> 17) & 0x3) as u8
+    }
+    /// Worst-case time for CSTS.RDY to change, in milliseconds (the field is in 500 ms units).
+    pub(crate) fn timeout_ms(self) -> u32 {
+        (((self.0 >> 24) & 0xff) as u32) * 500
+    }
+    /// Doorbell stride in bytes: `4 << DSTRD`.
+    pub(crate) fn doorbell_stride(self) -> usize {
+        4usize << ((self.0 >> 32) & 0xf)
+    }
+    /// NVM Subsystem Reset Supported.
+    pub(crate) fn nssrs(self) -> bool {
+        self.0 & (1 << 36) != 0
+    }
+    /// Command Sets Supported bit field.
+    pub(crate) fn css(self) -> u8 {
+        ((self.0 >> 37) & 0xff) as u8
+    }
+    /// Memory page size minimum, as a shift (12 = 4 KiB).
+    pub(crate) fn mpsmin_shift(self) -> u32 {
+        12 + ((self.0 >> 48) & 0xf) as u32
+    }
+    /// Memory page size maximum, as a shift.
+    pub(crate) fn mpsmax_shift(self) -> u32 {
+        12 + ((self.0 >> 52) & 0xf) as u32
+    }
+    /// Controller Memory Buffer Supported.
+    pub(crate) fn cmbs(self) -> bool {
+        self.0 & (1 << 57) != 0
+    }
+}
+
+/// CAP.CSS bit for the NVM command set.
+pub(crate) const CAP_CSS_NVM: u8 = 1 << 0;
+/// CAP.CSS bit: one or more I/O command sets (selected with CC.CSS = 110b).
+pub(crate) const CAP_CSS_CSI: u8 = 1 << 6;
+/// CAP.CSS bit: admin command set only.
+pub(crate) const CAP_CSS_NO_IO: u8 = 1 << 7;
+
+/// Controller Configuration fields.
+pub(crate) mod cc {
+    pub(crate) const EN: u32 = 1 << 0;
+    pub(crate) const CSS_NVM: u32 = 0 << 4;
+    pub(crate) const CSS_CSI: u32 = 6 << 4;
+    pub(crate) const CSS_MASK: u32 = 7 << 4;
+    pub(crate) const MPS_SHIFT: u32 = 7;
+    pub(crate) const MPS_MASK: u32 = 0xf << MPS_SHIFT;
+    pub(crate) const AMS_RR: u32 = 0 << 11;
+    pub(crate) const AMS_MASK: u32 = 7 << 11;
+    pub(crate) const SHN_NONE: u32 = 0 << 14;
+    pub(crate) const SHN_NORMAL: u32 = 1 << 14;
+    pub(crate) const SHN_ABRUPT: u32 = 2 << 14;
+    pub(crate) const SHN_MASK: u32 = 3 << 14;
+    /// I/O submission queue entry size: 2^6 = 64 bytes.
+    pub(crate) const IOSQES: u32 = 6 << 16;
+    /// I/O completion queue entry size: 2^4 = 16 bytes.
+    pub(crate) const IOCQES: u32 = 4 << 20;
+}
+
+/// Controller Status fields.
+pub(crate) mod csts {
+    pub(crate) const RDY: u32 = 1 << 0;
+    /// Controller Fatal Status.
+    pub(crate) const CFS: u32 = 1 << 1;
+    pub(crate) const SHST_MASK: u32 = 3 << 2;
+    pub(crate) const SHST_OCCUR: u32 = 1 << 2;
+    pub(crate) const SHST_CMPLT: u32 = 2 << 2;
+    /// NVM Subsystem Reset Occurred.
+    pub(crate) const NSSRO: u32 = 1 << 4;
+}
+
+/// CSTS read as all ones means the device has gone (surprise removal, link down).
+pub(crate) fn device_gone(csts: u32) -> bool {
+    csts == u32::MAX
+}
+
+/// Builds the CC value to enable the controller with the given memory page size shift.
+///
+/// Round robin arbitration is the only mechanism every controller supports; the I/O
+/// queue entry sizes are the only ones the spec defines for the NVM command set.
+pub(crate) fn cc_enable(page_shift: u32, css: u32) -> u32 {
+    ((page_shift - 12) << cc::MPS_SHIFT) | css | cc::AMS_RR | cc::IOSQES | cc::IOCQES | cc::EN
+}
+
+/// Admin Queue Attributes value for admin SQ/CQ of `depth` entries each.
+pub(crate) fn aqa(depth: u32) -> u32 {
+    let d = depth - 1;
+    (d << 16) | d
+}
+
+/// Byte offset of the submission queue tail doorbell of queue `qid`.
+pub(crate) fn sq_tail_doorbell(qid: u16, stride: usize) -> usize {
+    DOORBELL_BASE + (2 * qid as usize) * stride
+}
+
+/// Byte offset of the completion queue head doorbell of queue `qid`.
+pub(crate) fn cq_head_doorbell(qid: u16, stride: usize) -> usize {
+    DOORBELL_BASE + (2 * qid as usize + 1) * stride
+}
+
+/// The version register as (major, minor, tertiary).
+pub(crate) fn version(vs: u32) -> (u16, u8, u8) {
+    ((vs >> 16) as u16, (vs >> 8) as u8, vs as u8)
+}
