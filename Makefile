@@ -14,10 +14,8 @@
 
 FLAVOUR ?= base
 SHELL := /bin/bash
-KMAKE := LLVM=-19 RUSTC=/usr/bin/rustc RUSTDOC=/usr/bin/rustdoc \
-	CLIPPY_DRIVER=/usr/bin/clippy-driver RUSTFLAGS_MODULE=-Dwarnings
 ifeq ("$(origin CLIPPY)", "command line")
-KMAKE += CLIPPY=$(CLIPPY)
+KMAKE_EXTRA := CLIPPY=$(CLIPPY)
 endif
 
 .PHONY: all module setup test unit-test qemu clean rust-analyzer fmt
@@ -32,13 +30,12 @@ setup:
 OUT = $(CURDIR)/out/$(FLAVOUR)
 
 module:
-	@kdir=$$(scripts/kdir.sh $(FLAVOUR)) && mkdir -p $(OUT) && \
-	$(MAKE) -s -C "$$kdir" M=$(CURDIR) MO=$(OUT) $(KMAKE) modules 2>&1 | tee $(OUT)/build.log; \
+	@mkdir -p $(OUT) && scripts/kmake.sh $(FLAVOUR) modules $(KMAKE_EXTRA) 2>&1 | tee $(OUT)/build.log; \
 	status=$${PIPESTATUS[0]}; \
 	if [ $$status -ne 0 ]; then exit $$status; fi; \
 	if grep -qE '^(warning|error)' $(OUT)/build.log; then \
 		echo "rnvme: the build printed warnings" >&2; exit 1; fi; \
-	echo "rnvme: built $(OUT)/rnvme.ko against $$kdir"
+	echo "rnvme: built $(OUT)/rnvme.ko"
 
 unit-test:
 	@scripts/host-test.sh
@@ -50,9 +47,9 @@ qemu: module
 	@qemu/run --flavour $(FLAVOUR) --shell
 
 rust-analyzer:
-	@kdir=$$(scripts/kdir.sh $(FLAVOUR)) && \
-	$(MAKE) -s -C "$$kdir" M=$(CURDIR) MO=$(OUT) $(KMAKE) rust-analyzer && \
-	if [ -f $(OUT)/rust-project.json ]; then cp $(OUT)/rust-project.json .; fi
+	@scripts/kmake.sh $(FLAVOUR) rust-analyzer && \
+	if [ -f $(OUT)/rust-project.json ]; then cp $(OUT)/rust-project.json .; fi && \
+	ls rust-project.json
 
 fmt:
 	@rustfmt --edition 2021 rnvme.rs host/lib.rs host/tests.rs

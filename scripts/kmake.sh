@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Runs kbuild for rnvme against the test kernel of a flavour (or $KDIR), with the kernel's
+# Rust toolchain, into out/<flavour>/ (kbuild's MO=).
+#
+#   scripts/kmake.sh FLAVOUR TARGET [MAKE-ARGS...]
+. "$(dirname "$0")/common.sh"
+flavour=${1:?flavour}
+shift
+kdir=$("$RNVME_ROOT/scripts/kdir.sh" "$flavour")
+out=$RNVME_ROOT/out/$flavour
+mkdir -p "$out"
+# shellcheck disable=SC2046
+exec make -s -C "$kdir" M="$RNVME_ROOT" MO="$out" $(kmake_args) \
+	CLIPPY_DRIVER=/usr/bin/clippy-driver RUSTFLAGS_MODULE=-Dwarnings "$@"
