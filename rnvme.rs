@@ -6,14 +6,20 @@
 
 #[path = "src/admin.rs"]
 mod admin;
+#[path = "src/blk.rs"]
+mod blk;
 #[path = "src/ctrl.rs"]
 mod ctrl;
 #[path = "src/driver.rs"]
 mod driver;
 #[path = "src/fmt.rs"]
 mod fmt;
+#[path = "src/ioq.rs"]
+mod ioq;
 #[path = "src/kernel_ext/mod.rs"]
 mod kernel_ext;
+#[path = "src/ns.rs"]
+mod ns;
 #[path = "src/params.rs"]
 mod params;
 #[path = "src/queue.rs"]
@@ -36,6 +42,18 @@ module! {
         admin_timeout: u32 {
             default: 60,
             description: "Timeout of admin commands in seconds (1-3600, default 60)",
+        },
+        io_timeout: u32 {
+            default: 30,
+            description: "Timeout of I/O commands in seconds (1-3600, default 30)",
+        },
+        io_queue_depth: u32 {
+            default: 256,
+            description: "Entries per I/O queue (2-4096, capped by CAP.MQES; default 256)",
+        },
+        io_queues: u32 {
+            default: 0,
+            description: "Most I/O queue pairs per controller (0: one per CPU, the default)",
         },
     },
 }

@@ -277,3 +277,163 @@ fn namespace_list() {
     }
     assert_eq!(parse_ns_list(&full, 4096, &mut out), Ok(NS_LIST_MAX));
 }
+
+mod prp {
+    use crate::spec::prp::{build, PrpError, Prps};
+    const P: u64 = 4096;
+
+    fn run(segs: &[(u64, u32)], list_len: usize) -> (Result<Prps, PrpError>, Vec<u64>) {
+        let mut list = vec![0u64; list_len];
+        let r = build(segs.iter().copied(), P, list_len, 0xdead_0000, |i, a| {
+            list[i] = a
+        });
+        (r, list)
+    }
+
+    #[test]
+    fn one_sector_in_one_page() {
+        let (r, _) = run(&[(0x1_0200, 512)], 512);
+        assert_eq!(
+            r,
+            Ok(Prps {
+                prp1: 0x1_0200,
+                prp2: 0,
+                list_entries: 0
+            })
+        );
+    }
+
+    #[test]
+    fn unaligned_start_crossing_into_second_page() {
+        // 4 KiB starting 512 bytes into a page: two pages, PRP2 is the second page.
+        let (r, _) = run(&[(0x1_0200, 4096)], 512);
+        assert_eq!(
+            r,
+            Ok(Prps {
+                prp1: 0x1_0200,
+                prp2: 0x1_1000,
+                list_entries: 0
+            })
+        );
+    }
+
+    #[test]
+    fn two_full_pages_in_two_segments() {
+        let (r, _) = run(&[(0x5000, 4096), (0x9000, 4096)], 512);
+        assert_eq!(
+            r,
+            Ok(Prps {
+                prp1: 0x5000,
+                prp2: 0x9000,
+                list_entries: 0
+            })
+        );
+    }
+
+    #[test]
+    fn list_for_three_or_more_pages() {
+        let (r, list) = run(&[(0x5000, 8192), (0x20000, 4096), (0x30000, 100)], 512);
+        assert_eq!(
+            r,
+            Ok(Prps {
+                prp1: 0x5000,
+                prp2: 0xdead_0000,
+                list_entries: 3
+            })
+        );
+        assert_eq!(&list[..3], &[0x6000, 0x20000, 0x30000]);
+    }
+
+    #[test]
+    fn max_transfer_fits_one_list() {
+        // 2 MiB aligned: first page in PRP1, 511 in the list.
+        let (r, list) = run(&[(0x100_0000, 2 << 20)], 512);
+        let r = r.unwrap();
+        assert_eq!(r.list_entries, 511);
+        assert_eq!(list[510], 0x100_0000 + (511 * P));
+        // PRP1 plus a full list: 513 pages.
+        let (r, _) = run(&[(0x100_0000, (2 << 20) + 4096)], 512);
+        assert_eq!(r.unwrap().list_entries, 512);
+        // One more page does not fit.
+        let (r, _) = run(&[(0x100_0000, (2 << 20) + 8192)], 512);
+        assert_eq!(r, Err(PrpError::TooLong { pages: 514 }));
+    }
+
+    #[test]
+    fn many_small_segments_on_page_boundaries() {
+        // 8 segments of one page each, the first starting mid-page and the last partial.
+        let mut segs = vec![(0x1800u64, 0x800u32)];
+        for i in 1..7 {
+            segs.push((0x10_0000 * i, 4096));
+        }
+        segs.push((0x90_0000, 512));
+        let (r, list) = run(&segs, 512);
+        let r = r.unwrap();
+        assert_eq!(r.prp1, 0x1800);
+        assert_eq!(r.list_entries, 7);
+        assert_eq!(list[6], 0x90_0000);
+    }
+
+    #[test]
+    fn rejects_what_prps_cannot_express() {
+        assert_eq!(run(&[], 8).0, Err(PrpError::Empty));
+        // A middle segment not starting on a page boundary.
+        assert_eq!(
+            run(&[(0x1000, 4096), (0x2200, 4096)], 8).0,
+            Err(PrpError::Unaligned { segment: 1 })
+        );
+        // A first segment ending mid-page followed by another.
+        assert_eq!(
+            run(&[(0x1000, 512), (0x3000, 4096)], 8).0,
+            Err(PrpError::Unaligned { segment: 0 })
+        );
+    }
+}
+
+mod io_commands {
+    use crate::spec::command::{dsm_range, io_opcode, Command};
+    use crate::spec::completion::{sc, BlockError, Status};
+
+    #[test]
+    fn dsm_and_write_zeroes() {
+        let d = Command::deallocate(1, 3, 0xabc000);
+        assert_eq!(d.opcode(), io_opcode::DATASET_MANAGEMENT);
+        assert_eq!((d.dw[10], d.dw[11]), (2, 4));
+        assert_eq!(dsm_range(0x1_0000_0005, 8), [8 << 32, 0x1_0000_0005]);
+        let w = Command::write_zeroes(2, 16, 65536);
+        assert_eq!((w.opcode(), w.dw[1], w.dw[10], w.dw[12]), (8, 2, 16, 65535));
+    }
+
+    #[test]
+    fn status_to_block_error() {
+        assert_eq!(Status(0).block_error(), None);
+        assert_eq!(
+            Status(sc::LBA_RANGE as u16).block_error(),
+            Some(BlockError::Target)
+        );
+        assert_eq!(
+            Status(sc::INVALID_OPCODE as u16).block_error(),
+            Some(BlockError::NotSupported)
+        );
+        assert_eq!(
+            Status((2 << 8) | sc::READ_ERROR as u16).block_error(),
+            Some(BlockError::Medium)
+        );
+        assert_eq!(
+            Status((2 << 8) | 0x82).block_error(),
+            Some(BlockError::Protection)
+        );
+        assert_eq!(
+            Status((3 << 8) | 0x70).block_error(),
+            Some(BlockError::Transport)
+        );
+        assert_eq!(
+            Status(sc::INTERNAL as u16).block_error(),
+            Some(BlockError::Io)
+        );
+        assert_eq!(
+            Status(sc::CAP_EXCEEDED as u16).block_error(),
+            Some(BlockError::NoSpace)
+        );
+    }
+}

@@ -17,10 +17,12 @@ use crate::{
 use core::fmt;
 use kernel::{
     device::Bound,
-    irq::{Handler, IrqReturn},
     new_mutex, new_spinlock_irq, pci,
     prelude::*,
-    sync::{Arc, Mutex, SpinLockIrq},
+    sync::{
+        atomic::{Atomic, Relaxed},
+        Arc, Mutex, SpinLockIrq,
+    },
 };
 
 /// Admin queue depth, as the C driver uses (capped by CAP.MQES).
@@ -78,8 +80,9 @@ struct Pending {
 pub(crate) struct AdminQueue<'b> {
     pdev: &'b pci::Device<Bound>,
     queue: Arc<Queue<'b>>,
-    /// No interrupt could be set up: completions are polled by the waiter.
-    polled: bool,
+    /// No interrupt handler is registered (none could be set up, or the vectors are being
+    /// reallocated): completions are polled by the waiter.
+    polled: Atomic<bool>,
     #[pin]
     exec: Mutex<()>,
     #[pin]
@@ -101,13 +104,18 @@ impl<'b> AdminQueue<'b> {
             try_pin_init!(Self {
                 pdev,
                 queue,
-                polled,
+                polled: Atomic::new(polled),
                 exec <- new_mutex!(()),
                 pending <- new_spinlock_irq!(Pending { cid: None, result: None, generation: 0 }),
                 done <- Event::new(),
             }),
             GFP_KERNEL,
         )
+    }
+
+    /// Switches between interrupt-driven and polled completion.
+    pub(crate) fn set_polled(&self, polled: bool) {
+        self.polled.store(polled, Relaxed);
     }
 
     pub(crate) fn queue(&self) -> &Queue<'b> {
@@ -156,20 +164,17 @@ impl<'b> AdminQueue<'b> {
             cmd.set_cid(cid);
         }
         self.done.reinit();
-        if let Err(e) = self.queue.submit(&cmd) {
+        if let Err(e) = self.queue.submit(&cmd, true) {
             self.pending.lock().cid = None;
             return Err(e.into());
         }
 
-        let completed = if self.polled {
-            self.poll_wait(timeout_ms)
-        } else {
+        if self.polled.load(Relaxed) {
+            self.poll_wait(timeout_ms);
+        } else if !self.done.wait_timeout(timeout_ms) {
             // A final poll catches a completion whose interrupt was lost.
-            self.done.wait_timeout(timeout_ms) || {
-                self.process();
-                self.pending.lock().result.is_some()
-            }
-        };
+            self.process();
+        }
 
         let mut p = self.pending.lock();
         match p.result.take() {
@@ -178,37 +183,19 @@ impl<'b> AdminQueue<'b> {
             None => {
                 // Forget the id, so a late completion is reported and ignored.
                 p.cid = None;
-                let _ = completed;
                 Err(CmdError::Timeout)
             }
         }
     }
 
     /// Waits for the pending command by polling the completion queue every millisecond.
-    fn poll_wait(&self, timeout_ms: u32) -> bool {
+    fn poll_wait(&self, timeout_ms: u32) {
         for _ in 0..timeout_ms.max(1) {
             self.process();
             if self.pending.lock().result.is_some() {
-                return true;
+                return;
             }
             self.done.wait_timeout(1);
-        }
-        false
-    }
-}
-
-/// The handler on an interrupt vector: reaps the queues that vector serves.
-pub(crate) struct QueueIrq<'b> {
-    pub(crate) admin: Arc<AdminQueue<'b>>,
-}
-
-impl Handler for QueueIrq<'_> {
-    fn handle(&self) -> IrqReturn {
-        if self.admin.process() > 0 {
-            IrqReturn::Handled
-        } else {
-            // Nothing for us: on a shared INTx line, another device raised it.
-            IrqReturn::None
         }
     }
 }

@@ -8,13 +8,20 @@
 //! CSTS.SHST complete), then disable, so the device can no longer touch memory we free.
 
 use crate::{
-    admin::{AdminQueue, CmdError, QueueIrq, ADMIN_DEPTH},
-    kernel_ext::irq::{IrqSet, IrqTypes},
+    admin::{AdminQueue, CmdError, ADMIN_DEPTH},
+    blk::{IoQueues, NvmeBlk},
+    ioq::{self, IoQueue},
+    kernel_ext::{
+        blk::TagSet,
+        irq::{IrqKind, IrqSet, IrqTypes},
+    },
+    ns::Namespace,
+    params,
     queue::Queue,
     regs::{Regs, BAR0_MIN},
     spec::{
         command::{cns, Command},
-        identify::{self, IdentifyController, IDENTIFY_SIZE, NS_LIST_MAX},
+        identify::{self, IdentifyController, IdentifyNamespace, IDENTIFY_SIZE, NS_LIST_MAX},
         regs::{self as r, cc, csts, Cap},
     },
 };
@@ -22,6 +29,7 @@ use kernel::{
     device::{Bound, Core},
     dma::{self, Coherent, DmaMask},
     io::Io,
+    irq::{Handler, IrqReturn},
     page::PAGE_SHIFT,
     pci,
     prelude::*,
@@ -30,7 +38,7 @@ use kernel::{
         atomic::{Atomic, Full, Relaxed},
         Arc,
     },
-    time::{delay::fsleep, Delta, Instant, Monotonic},
+    time::{delay::fsleep, msecs_to_jiffies, Delta, Instant, Monotonic},
 };
 
 /// Controller numbers in use (`/dev/rnvme<N>`, `rnvme<N>` in logs), one bit each.
@@ -67,24 +75,47 @@ impl Drop for Instance {
     }
 }
 
+/// What an interrupt handler reaps: several may share a vector.
+pub(crate) enum QueueIrq<'b> {
+    Admin(Arc<AdminQueue<'b>>),
+    Io(Arc<IoQueue<'b>>),
+}
+
+impl Handler for QueueIrq<'_> {
+    fn handle(&self) -> IrqReturn {
+        let n = match self {
+            QueueIrq::Admin(a) => a.process(),
+            QueueIrq::Io(q) => q.process(),
+        };
+        if n > 0 {
+            IrqReturn::Handled
+        } else {
+            // Nothing for this queue: another one on a shared vector, or another device
+            // on a shared INTx line, raised it.
+            IrqReturn::None
+        }
+    }
+}
+
 /// One bound NVMe controller: the PCI driver's device data.
 ///
-/// Fields drop in declaration order: interrupt handlers first, then the queues they
-/// reference, then the BAR. [`Drop`] shuts the controller down before any of that.
+/// Fields drop in declaration order: interrupt handlers first, then the disks and tag set,
+/// then the queues they reference, then the BAR. [`Drop`] removes the disks and shuts the
+/// controller down before any of that.
 pub(crate) struct Controller<'b> {
     irqs: Option<IrqSet<'b, QueueIrq<'b>>>,
+    tagset: Option<TagSet<'b, NvmeBlk>>,
+    /// I/O queues created on the device (ids 1..=io_queues), deleted on teardown.
+    io_queues: u16,
     admin: Arc<AdminQueue<'b>>,
     regs: Arc<Regs<'b>>,
     pdev: &'b pci::Device<Bound>,
     instance: Instance,
+    id: Option<IdentifyController>,
 }
 
 /// Ticks to wait between CSTS polls.
 const POLL_US: i64 = 1000;
-
-fn timeout_ms() -> u32 {
-    crate::params::admin_timeout_ms()
-}
 
 impl<'b> Controller<'b> {
     /// Probes one controller: everything from PCI set-up to identify.
@@ -116,14 +147,19 @@ impl<'b> Controller<'b> {
         let admin = AdminQueue::new(bdev, aq, irqs.is_none())?;
         let mut ctrl = Controller {
             irqs,
+            tagset: None,
+            io_queues: 0,
             admin,
             regs,
             pdev: bdev,
             instance,
+            id: None,
         };
         ctrl.setup_admin_irq()?;
         ctrl.enable(cap)?;
         ctrl.identify(cap)?;
+        ctrl.setup_io_queues(cap)?;
+        ctrl.scan_namespaces()?;
         Ok(ctrl)
     }
 
@@ -233,9 +269,212 @@ impl<'b> Controller<'b> {
         let name = CString::try_from_fmt(fmt!("rnvme{}q0", self.instance.id()))?;
         let admin = self.admin.clone();
         if let Some(irqs) = self.irqs.as_mut() {
-            irqs.request(0, name, QueueIrq { admin })?;
+            irqs.request(0, name, QueueIrq::Admin(admin))?;
+            self.admin.set_polled(false);
         }
         Ok(())
+    }
+
+    /// Runs an admin command without data; logs failures.
+    fn admin_cmd(&self, cmd: Command, what: &str) -> Result<u32> {
+        match self.admin.execute(cmd, params::admin_timeout_ms()) {
+            Ok(c) => Ok(c.result),
+            Err(e) => {
+                dev_err!(self.pdev.as_ref(), "{what} failed: {e}\n");
+                Err(e.into())
+            }
+        }
+    }
+
+    /// Asks for one I/O queue pair per CPU, reallocates the interrupt vectors (one for the
+    /// admin queue plus one per I/O queue, spread over the CPUs), creates the queues on the
+    /// device, and the blk-mq tag set over them.
+    ///
+    /// Falls back to fewer queues when the controller grants fewer or fewer vectors are
+    /// available, and to one vector shared by every queue (MSI or INTx).
+    fn setup_io_queues(&mut self, cap: Cap) -> Result {
+        let cpus = kernel::cpu::nr_cpu_ids();
+        let want = match params::io_queues() {
+            0 => cpus,
+            n => n.min(cpus),
+        }
+        .clamp(1, 65534) as u16;
+        let granted = self.admin_cmd(
+            Command::set_num_queues(want, want),
+            "Set Features (Number of Queues)",
+        )?;
+        let nsqa = (granted & 0xffff) + 1;
+        let ncqa = (granted >> 16) + 1;
+        let granted = u32::from(want).min(nsqa).min(ncqa);
+
+        // Vectors are allocated all at once: give up the admin queue's, poll meanwhile.
+        self.admin.set_polled(true);
+        self.irqs = None;
+        let all = IrqTypes {
+            msix: true,
+            msi: true,
+            intx: true,
+        };
+        self.irqs = IrqSet::alloc(self.pdev, 1, granted + 1, all, Some(1))
+            .or_else(|_| IrqSet::alloc(self.pdev, 1, 1, all, None))
+            .ok();
+        self.setup_admin_irq()?;
+        let Some(nvec) = self.irqs.as_ref().map(|i| i.len()) else {
+            dev_warn!(
+                self.pdev.as_ref(),
+                "no interrupts available: not creating I/O queues\n"
+            );
+            return Ok(());
+        };
+        let nr_io = if nvec > 1 { granted.min(nvec - 1) } else { 1 } as u16;
+        // CAP.MQES >= 2 was checked at probe.
+        let depth = params::io_queue_depth().clamp(2, cap.mqes().min(ioq::MAX_DEPTH)) as u16;
+
+        let mut queues = IoQueues::with_capacity(nr_io as usize, GFP_KERNEL)?;
+        for qid in 1..=nr_io {
+            let vector = if nvec > 1 { u32::from(qid) } else { 0 };
+            queues.push(self.create_io_queue(qid, depth, vector)?, GFP_KERNEL)?;
+        }
+        let irq_map = match self.irqs.as_ref().map(|i| i.kind()) {
+            Some(IrqKind::MsiX | IrqKind::Msi) if nvec > 1 => Some((self.pdev.as_ref(), 1)),
+            _ => None,
+        };
+        let timeout = msecs_to_jiffies(params::io_timeout_ms()) as u32;
+        // One slot of each queue stays empty: a full ring would look empty to the device.
+        self.tagset = Some(TagSet::new(
+            u32::from(nr_io),
+            u32::from(depth) - 1,
+            timeout,
+            irq_map,
+            queues,
+        )?);
+        let kind = self.irqs.as_ref().map_or("polled", |i| i.kind().name());
+        dev_info!(
+            self.pdev.as_ref(),
+            "rnvme{}: {} I/O queues of depth {} on {} {} vector(s)\n",
+            self.instance.id(),
+            nr_io,
+            depth,
+            nvec,
+            kind
+        );
+        Ok(())
+    }
+
+    /// Creates I/O queue pair `qid` on the device, completing on `vector`.
+    fn create_io_queue(&mut self, qid: u16, depth: u16, vector: u32) -> Result<Arc<IoQueue<'b>>> {
+        let q = IoQueue::new(self.pdev, self.regs.clone(), qid, depth)?;
+        let v = vector as u16;
+        self.admin_cmd(
+            Command::create_io_cq(qid, depth, q.queue.cq_dma(), v, true),
+            "Create I/O Completion Queue",
+        )?;
+        if let Err(e) = self.admin_cmd(
+            Command::create_io_sq(qid, depth, q.queue.sq_dma(), qid),
+            "Create I/O Submission Queue",
+        ) {
+            let _ = self.admin_cmd(Command::delete_io_cq(qid), "Delete I/O Completion Queue");
+            return Err(e);
+        }
+        self.io_queues = qid;
+        let name = CString::try_from_fmt(fmt!("rnvme{}q{}", self.instance.id(), qid))?;
+        if let Some(irqs) = self.irqs.as_mut() {
+            irqs.request(vector, name, QueueIrq::Io(q.clone()))?;
+        }
+        Ok(q)
+    }
+
+    /// Deletes the I/O queues on the device (submission queue before its completion queue,
+    /// as the spec requires).
+    fn delete_io_queues(&mut self) {
+        let timeout = params::admin_timeout_ms().min(5000);
+        for qid in (1..=self.io_queues).rev() {
+            let sq = self.admin.execute(Command::delete_io_sq(qid), timeout);
+            let cq = self.admin.execute(Command::delete_io_cq(qid), timeout);
+            if sq.is_err() || cq.is_err() {
+                // The controller is not answering: shutdown and disable follow anyway.
+                break;
+            }
+        }
+        self.io_queues = 0;
+    }
+
+    /// Identifies every active namespace and adds a disk for each one we can serve.
+    fn scan_namespaces(&mut self) -> Result {
+        let Some(id) = self.id else {
+            return Ok(());
+        };
+        if self.tagset.is_none() {
+            return Ok(());
+        }
+        let inst = self.instance.id();
+        for nsid in self.active_namespaces(&id)? {
+            let data = self.admin_read(
+                Command::identify(cns::NAMESPACE, nsid, 0),
+                "Identify Namespace",
+            )?;
+            let ns = match IdentifyNamespace::parse(&data) {
+                Ok(nid) => Namespace::new(self.pdev, nsid, nid),
+                Err(e) => {
+                    dev_warn!(
+                        self.pdev.as_ref(),
+                        "rnvme{inst}: namespace {nsid} skipped: {e}\n"
+                    );
+                    continue;
+                }
+            };
+            let ns = match ns {
+                Ok(ns) => ns,
+                Err(why) => {
+                    dev_warn!(
+                        self.pdev.as_ref(),
+                        "rnvme{inst}: namespace {nsid} skipped: {why}\n"
+                    );
+                    continue;
+                }
+            };
+            let limits = ns.limits(&id, PAGE_SHIFT as u32);
+            let (sectors, bs) = (ns.sectors(), ns.id.block_size());
+            if let Some(ts) = self.tagset.as_mut() {
+                ts.add_disk(
+                    limits,
+                    fmt!("rnvme{inst}n{nsid}"),
+                    sectors,
+                    self.pdev.as_ref(),
+                    ns,
+                )?;
+            }
+            dev_info!(
+                self.pdev.as_ref(),
+                "rnvme{inst}n{nsid}: {} MiB, {} byte blocks{}\n",
+                sectors >> 11,
+                bs,
+                if id.has_volatile_write_cache() {
+                    ", volatile write cache"
+                } else {
+                    ""
+                }
+            );
+        }
+        Ok(())
+    }
+
+    /// The active namespace ids, parsed and checked.
+    fn active_namespaces(&self, id: &IdentifyController) -> Result<KVec<u32>> {
+        let data = self.admin_read(
+            Command::identify(cns::ACTIVE_NS_LIST, 0, 0),
+            "Identify Active Namespace List",
+        )?;
+        let mut ids = KBox::new([0u32; NS_LIST_MAX], GFP_KERNEL)?;
+        let n = identify::parse_ns_list(&data, id.nn, &mut ids).map_err(|e| {
+            dev_err!(self.pdev.as_ref(), "bad namespace list: {e}\n");
+            EINVAL
+        })?;
+        let mut out = KVec::with_capacity(n, GFP_KERNEL)?;
+        for &nsid in &ids[..n] {
+            out.push(nsid, GFP_KERNEL)?;
+        }
+        Ok(out)
     }
 
     /// Programs the admin queue and enables the controller.
@@ -264,7 +503,7 @@ impl<'b> Controller<'b> {
     fn admin_read(&self, cmd: Command, what: &str) -> Result<KVec<u8>> {
         let buf = Coherent::<u8>::zeroed_slice(self.pdev.as_ref(), IDENTIFY_SIZE, GFP_KERNEL)?;
         let cmd = cmd.with_prp(buf.dma_address(), 0);
-        match self.admin.execute(cmd, timeout_ms()) {
+        match self.admin.execute(cmd, params::admin_timeout_ms()) {
             Ok(_) => {}
             Err(e) => {
                 dev_err!(self.pdev.as_ref(), "{what} failed: {e}\n");
@@ -291,15 +530,8 @@ impl<'b> Controller<'b> {
             EINVAL
         })?;
 
-        let data = self.admin_read(
-            Command::identify(cns::ACTIVE_NS_LIST, 0, 0),
-            "Identify Active Namespace List",
-        )?;
-        let mut ids = KBox::new([0u32; NS_LIST_MAX], GFP_KERNEL)?;
-        let n = identify::parse_ns_list(&data, id.nn, &mut ids).map_err(|e| {
-            dev_err!(self.pdev.as_ref(), "bad namespace list: {e}\n");
-            EINVAL
-        })?;
+        let n = self.active_namespaces(&id)?.len();
+
         let (maj, min, ter) = r::version(self.regs.vs());
         let irq = match &self.irqs {
             Some(irqs) => irqs.kind().name(),
@@ -320,6 +552,7 @@ impl<'b> Controller<'b> {
             MdtsDisplay(mdts_kib),
             irq
         );
+        self.id = Some(id);
         Ok(())
     }
 
@@ -344,10 +577,15 @@ impl<'b> Controller<'b> {
 
 impl Drop for Controller<'_> {
     fn drop(&mut self) {
-        self.shutdown();
-        if let Some(irqs) = self.irqs.as_ref() {
-            irqs.synchronize(0);
+        // Disks first: their removal waits for I/O in flight, which needs the queues.
+        if let Some(ts) = self.tagset.as_mut() {
+            ts.remove_disks();
         }
+        self.delete_io_queues();
+        self.shutdown();
+        // Handlers go before the queues they reap (field order does the rest).
+        self.irqs = None;
+        self.tagset = None;
         dev_info!(
             self.pdev.as_ref(),
             "rnvme{}: shut down\n",

@@ -3,18 +3,40 @@
 //! Module parameters: range checks at load time, so a bad value fails `insmod` with a
 //! message that names the parameter instead of misbehaving later.
 
-use crate::module_parameters as p;
+use crate::{ioq, module_parameters as p};
 use kernel::prelude::*;
+
+/// Checks one parameter against its range, logging it if it is out of range.
+fn check(name: &str, value: u32, min: u32, max: u32, unit: &str) -> bool {
+    if (min..=max).contains(&value) {
+        return true;
+    }
+    pr_err!("rnvme: {name}={value} is out of range ({min}-{max}{unit})\n");
+    false
+}
 
 /// Checks every parameter; logs each bad one and fails with `EINVAL` if any is.
 pub(crate) fn validate() -> Result {
-    let mut ok = true;
-    let t = p::admin_timeout.value();
-    if !(1..=3600).contains(&t) {
-        pr_err!("rnvme: admin_timeout={t} is out of range (1-3600 seconds)\n");
-        ok = false;
-    }
-    if ok {
+    // Every check runs, so one insmod reports every bad value.
+    let checks = [
+        check(
+            "admin_timeout",
+            p::admin_timeout.value(),
+            1,
+            3600,
+            " seconds",
+        ),
+        check("io_timeout", p::io_timeout.value(), 1, 3600, " seconds"),
+        check(
+            "io_queue_depth",
+            p::io_queue_depth.value(),
+            2,
+            ioq::MAX_DEPTH,
+            "",
+        ),
+        check("io_queues", p::io_queues.value(), 0, 65534, ""),
+    ];
+    if checks.iter().all(|&ok| ok) {
         Ok(())
     } else {
         Err(EINVAL)
@@ -24,4 +46,19 @@ pub(crate) fn validate() -> Result {
 /// Admin command timeout in milliseconds.
 pub(crate) fn admin_timeout_ms() -> u32 {
     p::admin_timeout.value() * 1000
+}
+
+/// I/O command timeout in milliseconds.
+pub(crate) fn io_timeout_ms() -> u32 {
+    p::io_timeout.value() * 1000
+}
+
+/// Requested I/O queue depth.
+pub(crate) fn io_queue_depth() -> u32 {
+    p::io_queue_depth.value()
+}
+
+/// Most I/O queues, 0 for one per CPU.
+pub(crate) fn io_queues() -> u32 {
+    p::io_queues.value()
 }

@@ -31,6 +31,13 @@ type SqEntry = [u32; 16];
 /// A completion queue entry as four dwords.
 type CqEntry = [u32; 4];
 
+/// Where the host is in the submission queue.
+struct SqState {
+    tail: u16,
+    /// The tail value last written to the doorbell.
+    rung: u16,
+}
+
 /// Where the host is in the completion queue.
 struct CqState {
     head: u16,
@@ -48,7 +55,7 @@ pub(crate) struct Queue<'b> {
     sq: Coherent<[SqEntry]>,
     cq: Coherent<[CqEntry]>,
     #[pin]
-    sq_tail: SpinLock<u16>,
+    sq_state: SpinLock<SqState>,
     /// Taken by the interrupt handler and, for polled completion, by process context.
     #[pin]
     cq_state: SpinLockIrq<CqState>,
@@ -76,11 +83,15 @@ impl<'b> Queue<'b> {
                 db,
                 sq,
                 cq,
-                sq_tail <- new_spinlock!(0),
+                sq_state <- new_spinlock!(SqState { tail: 0, rung: 0 }),
                 cq_state <- new_spinlock_irq!(CqState { head: 0, phase: true }),
             }),
             GFP_KERNEL,
         )
+    }
+
+    pub(crate) fn qid(&self) -> u16 {
+        self.qid
     }
 
     pub(crate) fn depth(&self) -> u16 {
@@ -97,22 +108,39 @@ impl<'b> Queue<'b> {
         self.cq.dma_address()
     }
 
-    /// Copies `cmd` into the next SQ slot and rings the tail doorbell.
-    pub(crate) fn submit(&self, cmd: &Command) -> Result {
-        let mut tail = self.sq_tail.lock();
+    /// Copies `cmd` into the next SQ slot; rings the tail doorbell if `ring` (else a later
+    /// [`Self::ring_sq`] does, once for a whole batch).
+    pub(crate) fn submit(&self, cmd: &Command, ring: bool) -> Result {
+        let mut sq = self.sq_state.lock();
         let mut dw = cmd.dw;
         for d in dw.iter_mut() {
             *d = d.to_le();
         }
-        io_project!(&self.sq, [try: *tail as usize]).copy_write(dw);
-        *tail = if *tail + 1 == self.depth {
+        io_project!(&self.sq, [try: sq.tail as usize]).copy_write(dw);
+        sq.tail = if sq.tail + 1 == self.depth {
             0
         } else {
-            *tail + 1
+            sq.tail + 1
         };
-        // The MMIO write orders after the entry's memory write (writel has release semantics).
-        self.regs.ring(self.db.sq, *tail);
+        if ring {
+            self.ring_locked(&mut sq);
+        }
         Ok(())
+    }
+
+    /// Writes the SQ tail doorbell if commands were added since it was last written.
+    pub(crate) fn ring_sq(&self) {
+        let mut sq = self.sq_state.lock();
+        self.ring_locked(&mut sq);
+    }
+
+    fn ring_locked(&self, sq: &mut SqState) {
+        if sq.rung != sq.tail {
+            // The MMIO write orders after the entries' memory writes (writel is ordered
+            // after prior stores to coherent memory).
+            self.regs.ring(self.db.sq, sq.tail);
+            sq.rung = sq.tail;
+        }
     }
 
     /// Reads the entry at `head` if its phase tag says it is new.

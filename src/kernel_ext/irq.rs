@@ -73,19 +73,22 @@ struct Slot<T> {
 
 /// A PCI interrupt vector allocation and the handlers registered on its vectors.
 ///
+/// Several handlers may share a vector (all are requested with `IRQF_SHARED`, as
+/// `pci_request_irq` does): with a single vector, the admin queue and the I/O queues share it.
+///
 /// # Invariants
 ///
 /// - `pdev` has `count` vectors allocated by `pci_alloc_irq_vectors*`, freed in `drop`.
-/// - Every `Some` entry of `slots` is registered with `request_irq` for `slot.irq` with the
-///   box's address as cookie, and is freed with `free_irq` before the box is dropped.
+/// - Every entry of `slots` is registered with `request_irq` for `slot.irq` with the box's
+///   address as cookie, and is freed with `free_irq` before the box is dropped.
 pub(crate) struct IrqSet<'b, T: Handler> {
     pdev: &'b pci::Device<Bound>,
     count: u32,
     kind: IrqKind,
-    slots: KVec<Option<Pin<KBox<Slot<T>>>>>,
+    slots: KVec<Pin<KBox<Slot<T>>>>,
 }
 
-impl<'b, T: Handler + 'b> IrqSet<'b, T> {
+impl<'b, T: Handler> IrqSet<'b, T> {
     /// Allocates between `min` and `max` vectors of the allowed `types`.
     ///
     /// With `spread` set, vectors after the first `pre` are spread over the CPUs and
@@ -139,17 +142,12 @@ impl<'b, T: Handler + 'b> IrqSet<'b, T> {
             (false, true) => IrqKind::Msi,
             _ => IrqKind::Intx,
         };
-        // From here on `set` owns the vectors: an error below frees them in `drop`.
-        let mut set = Self {
+        Ok(Self {
             pdev,
             count,
             kind,
             slots: KVec::new(),
-        };
-        for _ in 0..count {
-            set.slots.push(None, GFP_KERNEL)?;
-        }
-        Ok(set)
+        })
     }
 
     /// The mechanism in use.
@@ -170,32 +168,29 @@ impl<'b, T: Handler + 'b> IrqSet<'b, T> {
         Ok(irq as u32)
     }
 
+    /// Number of vectors allocated.
+    pub(crate) fn len(&self) -> u32 {
+        self.count
+    }
+
     /// Registers `handler` on `vector`, named `name` in `/proc/interrupts`.
-    ///
-    /// INTx lines may be shared with other devices, so they are requested as shared.
     pub(crate) fn request(&mut self, vector: u32, name: CString, handler: T) -> Result {
         let irq = self.irq_of(vector)?;
-        let idx = vector as usize;
-        if self.slots[idx].is_some() {
-            return Err(EBUSY);
-        }
+        // Reserve the list entry first, so nothing can fail after `request_irq`.
+        self.slots.reserve(1, GFP_KERNEL)?;
         let slot = KBox::pin(Slot { irq, name, handler }, GFP_KERNEL)?;
-        let flags = if self.kind == IrqKind::Intx {
-            bindings::IRQF_SHARED
-        } else {
-            0
-        };
         let cookie = core::ptr::from_ref::<Slot<T>>(&slot)
             .cast_mut()
             .cast::<c_void>();
         // SAFETY: `irq` belongs to this device; `handle_irq::<T>` matches the cookie type;
-        // `cookie` and the name stay valid until `free_irq` in `free`/`drop` (invariant).
+        // `cookie` and the name stay valid until `free_irq` in `free_all`/`drop`
+        // (invariant).
         let ret = unsafe {
             bindings::request_threaded_irq(
                 irq,
                 Some(handle_irq::<T>),
                 None,
-                flags as usize,
+                bindings::IRQF_SHARED as usize,
                 slot.name.as_char_ptr(),
                 cookie,
             )
@@ -203,30 +198,34 @@ impl<'b, T: Handler + 'b> IrqSet<'b, T> {
         if ret < 0 {
             return Err(Error::from_errno(ret));
         }
-        self.slots[idx] = Some(slot);
+        // Capacity was reserved above, so this cannot fail; if it did, unregister again
+        // rather than drop a registered handler.
+        if let Err(e) = self.slots.push_within_capacity(slot) {
+            // SAFETY: registered just above with this cookie; freed once, here.
+            unsafe { bindings::free_irq(irq, cookie) };
+            drop(e);
+            return Err(ENOMEM);
+        }
         Ok(())
     }
 
-    /// Waits until a handler running on `vector` has returned.
-    pub(crate) fn synchronize(&self, vector: u32) {
-        if let Ok(irq) = self.irq_of(vector) {
-            // SAFETY: `irq` is a valid interrupt number of this device.
-            unsafe { bindings::synchronize_irq(irq) };
+    /// Unregisters every handler, waiting for running ones to return. The vectors stay.
+    pub(crate) fn free_all(&mut self) {
+        while let Some(slot) = self.slots.pop() {
+            let cookie = core::ptr::from_ref::<Slot<T>>(&slot)
+                .cast_mut()
+                .cast::<c_void>();
+            // SAFETY: `slot` was registered for `slot.irq` with this cookie (invariant) and
+            // is freed exactly once, as it was just removed from the list; `free_irq` waits
+            // for running handlers, after which the box may be dropped.
+            unsafe { bindings::free_irq(slot.irq, cookie) };
         }
     }
 }
 
 impl<T: Handler> Drop for IrqSet<'_, T> {
     fn drop(&mut self) {
-        for slot in self.slots.iter_mut() {
-            if let Some(s) = slot.take() {
-                let cookie = core::ptr::from_ref::<Slot<T>>(&s)
-                    .cast_mut()
-                    .cast::<c_void>();
-                // SAFETY: registered with this cookie (invariant); freed exactly once.
-                unsafe { bindings::free_irq(s.irq, cookie) };
-            }
-        }
+        self.free_all();
         // SAFETY: vectors were allocated in `alloc` (invariant) and no handler is left.
         unsafe { bindings::pci_free_irq_vectors(pci_dev_raw(self.pdev)) };
     }

@@ -6,6 +6,7 @@
 //! modelled on its neighbours in `rust/kernel/`, keeps its invariants in its type, and has a
 //! `// SAFETY:` comment on every `unsafe` block; the driver above it is safe Rust.
 
+pub(crate) mod blk;
 pub(crate) mod irq;
 pub(crate) mod sync;
 
@@ -22,4 +23,13 @@ pub(crate) fn pci_dev_raw<Ctx: device::DeviceContext>(
     // zero-sized `PhantomData`), and `Opaque<T>` is `#[repr(transparent)]` over
     // `UnsafeCell<MaybeUninit<T>>`, so a reference to it is a pointer to the `pci_dev`.
     core::ptr::from_ref(pdev).cast_mut().cast()
+}
+
+/// The raw `struct device` behind a [`device::Device`], derived like [`pci_dev_raw`].
+pub(crate) fn device_raw<Ctx: device::DeviceContext>(
+    dev: &device::Device<Ctx>,
+) -> *mut bindings::device {
+    // `device::Device<Ctx>` is `#[repr(transparent)]` over `Opaque<bindings::device>` (plus a
+    // zero-sized `PhantomData`), see `pci_dev_raw`.
+    core::ptr::from_ref(dev).cast_mut().cast()
 }

@@ -176,6 +176,20 @@ impl Command {
             .with_cdw(12, (nlb - 1) | fua)
     }
 
+    /// Write Zeroes of `nlb` blocks (1..=65536).
+    pub(crate) fn write_zeroes(nsid: u32, slba: u64, nlb: u32) -> Self {
+        Self::rw(io_opcode::WRITE_ZEROES, nsid, slba, nlb, false)
+    }
+
+    /// Dataset Management, deallocate: `ranges` (1..=256) ranges at `prp1`.
+    pub(crate) fn deallocate(nsid: u32, ranges: u32, prp1: u64) -> Self {
+        Self::new(io_opcode::DATASET_MANAGEMENT)
+            .with_nsid(nsid)
+            .with_prp(prp1, 0)
+            .with_cdw(10, ranges - 1)
+            .with_cdw(11, 1 << 2)
+    }
+
     pub(crate) fn flush(nsid: u32) -> Self {
         Self::new(io_opcode::FLUSH).with_nsid(nsid)
     }
@@ -188,4 +202,13 @@ impl Command {
         }
         out
     }
+}
+
+/// Most ranges one Dataset Management command carries.
+pub(crate) const DSM_MAX_RANGES: usize = 256;
+
+/// One Dataset Management range (16 bytes) as two quadwords: context attributes (0) and
+/// length in blocks, then the starting LBA. Stored little endian by the caller.
+pub(crate) fn dsm_range(slba: u64, nlb: u32) -> [u64; 2] {
+    [u64::from(nlb) << 32, slba]
 }

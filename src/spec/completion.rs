@@ -85,8 +85,54 @@ pub(crate) mod sc {
     pub(crate) const READ_ERROR: u8 = 0x81;
 }
 
+/// How an I/O error is reported to the block layer (which maps each to an errno).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum BlockError {
+    /// The command or a field is not supported: EOPNOTSUPP.
+    NotSupported,
+    /// Out of space: ENOSPC.
+    NoSpace,
+    /// Addressed outside the namespace: EREMOTEIO ("target").
+    Target,
+    /// Media error: ENODATA.
+    Medium,
+    /// End-to-end protection check failed: EILSEQ.
+    Protection,
+    /// Reservation conflict: EBADE.
+    ReservationConflict,
+    /// Path or transport error: ENOLINK.
+    Transport,
+    /// Anything else: EIO.
+    Io,
+}
+
 impl Status {
     pub(crate) const SUCCESS: Status = Status(0);
+
+    /// The block layer error for this status (`None` on success), as the C driver's
+    /// `nvme_error_status` does: not everything is EIO.
+    pub(crate) fn block_error(self) -> Option<BlockError> {
+        if self.is_success() {
+            return None;
+        }
+        Some(match (self.status_type(), self.code()) {
+            (StatusType::Generic, sc::CAP_EXCEEDED) => BlockError::NoSpace,
+            (StatusType::Generic, sc::LBA_RANGE) => BlockError::Target,
+            (StatusType::Generic, sc::INVALID_OPCODE | sc::INVALID_FIELD | sc::INVALID_NS) => {
+                BlockError::NotSupported
+            }
+            // Reservation Conflict.
+            (StatusType::Generic, 0x83) => BlockError::ReservationConflict,
+            // Compare Failure is a media status too.
+            (StatusType::MediaError, sc::WRITE_FAULT | sc::READ_ERROR | 0x85 | 0x86 | 0x87) => {
+                BlockError::Medium
+            }
+            // End-to-end guard, application tag and reference tag check errors.
+            (StatusType::MediaError, 0x82..=0x84) => BlockError::Protection,
+            (StatusType::PathRelated, _) => BlockError::Transport,
+            _ => BlockError::Io,
+        })
+    }
 
     pub(crate) fn is_success(self) -> bool {
         self.code() == sc::SUCCESS && self.sct() == 0

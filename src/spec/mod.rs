@@ -11,6 +11,7 @@
 pub(crate) mod command;
 pub(crate) mod completion;
 pub(crate) mod identify;
+pub(crate) mod prp;
 pub(crate) mod regs;
 
 /// Reads a little-endian `u16` at `off`. `b` must be long enough (checked by callers).

@@ -1,0 +1,225 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The blk-mq operations: one request in, one NVMe command out, and back.
+//!
+//! `queue_rq` builds the command for the request's operation (READ/WRITE with PRPs, FLUSH,
+//! DISCARD as Dataset Management deallocate, WRITE_ZEROES), gives it a command id made of
+//! the tag and a generation counter, and submits it; the SQ doorbell is written once per
+//! batch (`last`, or `commit_rqs`). The completion (see `ioq.rs`) stores the NVMe status in
+//! the request; `complete` unmaps the data and ends the request with the matching block
+//! status, or requeues it when the device says a retry may succeed.
+
+use crate::{
+    ioq::{cid, IoQueue, LIST_ENTRIES},
+    kernel_ext::blk::{BlkOps, BlkStatus, ReqOp, Request, Tags},
+    ns::Namespace,
+    spec::{
+        command::{dsm_range, io_opcode, Command, DSM_MAX_RANGES},
+        completion::{BlockError, Status},
+        prp,
+    },
+};
+use kernel::{
+    page::PAGE_SIZE,
+    prelude::*,
+    sync::{
+        atomic::{Atomic, Relaxed},
+        Arc,
+    },
+};
+
+/// Retries of a command the device failed without Do Not Retry.
+const MAX_RETRIES: u32 = 5;
+
+/// The hardware queues of a controller, indexed by blk-mq hardware queue number.
+pub(crate) type IoQueues<'b> = KVec<Arc<IoQueue<'b>>>;
+
+/// Per-request driver state, in the request's private data.
+pub(crate) struct RqState {
+    generation: Atomic<u32>,
+    status: Atomic<u32>,
+    result: Atomic<u32>,
+    retries: Atomic<u32>,
+}
+
+impl RqState {
+    pub(crate) fn generation(&self) -> u32 {
+        self.generation.load(Relaxed)
+    }
+
+    /// Records the device's completion (from the interrupt handler).
+    pub(crate) fn set_completion(&self, status: Status, result: u32) {
+        self.status.store(u32::from(status.0), Relaxed);
+        self.result.store(result, Relaxed);
+    }
+
+    fn status(&self) -> Status {
+        Status(self.status.load(Relaxed) as u16)
+    }
+}
+
+/// The block layer's status for an NVMe error.
+fn blk_status(e: BlockError) -> BlkStatus {
+    match e {
+        BlockError::NotSupported => BlkStatus::NotSupp,
+        BlockError::NoSpace => BlkStatus::NoSpc,
+        BlockError::Target => BlkStatus::Target,
+        BlockError::Medium => BlkStatus::Medium,
+        BlockError::Protection => BlkStatus::Protection,
+        BlockError::ReservationConflict => BlkStatus::ResvConflict,
+        BlockError::Transport => BlkStatus::Transport,
+        BlockError::Io => BlkStatus::IoErr,
+    }
+}
+
+pub(crate) struct NvmeBlk;
+
+impl BlkOps for NvmeBlk {
+    type SetData<'a> = IoQueues<'a>;
+    type Queue<'a> = IoQueue<'a>;
+    type DiskData<'a> = Namespace<'a>;
+    type Rq = RqState;
+
+    fn queue<'a>(set: &'a IoQueues<'a>, index: u32) -> Option<&'a IoQueue<'a>> {
+        set.get(index as usize).map(|q| &**q)
+    }
+
+    fn init_queue(q: &IoQueue<'_>, tags: Tags<Self>) {
+        q.set_tags(tags);
+    }
+
+    fn new_rq() -> RqState {
+        RqState {
+            generation: Atomic::new(0),
+            status: Atomic::new(0),
+            result: Atomic::new(0),
+            retries: Atomic::new(0),
+        }
+    }
+
+    fn queue_rq(q: &IoQueue<'_>, rq: &Request<Self>, last: bool) -> BlkStatus {
+        let ns = rq.disk();
+        if rq.first_issue() {
+            rq.data().retries.store(0, Relaxed);
+        }
+        let cmd = match build_command(q, ns, rq) {
+            Ok(c) => c,
+            Err(s) => return s,
+        };
+        let st = rq.data();
+        let generation = st.generation.load(Relaxed).wrapping_add(1);
+        st.generation.store(generation, Relaxed);
+        st.status.store(0, Relaxed);
+        let mut cmd = cmd;
+        cmd.set_cid(cid(rq.tag(), generation));
+        rq.start();
+        if q.queue.submit(&cmd, last).is_err() {
+            rq.unmap_data(ns.dma_dev());
+            return BlkStatus::IoErr;
+        }
+        BlkStatus::Ok
+    }
+
+    fn commit_rqs(q: &IoQueue<'_>) {
+        q.queue.ring_sq();
+    }
+
+    fn complete(rq: &Request<Self>) {
+        let ns = rq.disk();
+        rq.unmap_data(ns.dma_dev());
+        let st = rq.data();
+        let status = st.status();
+        let Some(err) = status.block_error() else {
+            rq.end(BlkStatus::Ok);
+            return;
+        };
+        if status.retryable() && st.retries.fetch_add(1, Relaxed) < MAX_RETRIES {
+            rq.requeue();
+            return;
+        }
+        ns.log_error(rq.op(), rq.sector(), status);
+        rq.end(blk_status(err));
+    }
+}
+
+/// Builds the command for `rq`, mapping its data if it has any.
+fn build_command(
+    q: &IoQueue<'_>,
+    ns: &Namespace<'_>,
+    rq: &Request<NvmeBlk>,
+) -> Result<Command, BlkStatus> {
+    let nsid = ns.nsid();
+    match rq.op() {
+        ReqOp::Flush => Ok(Command::flush(nsid)),
+        ReqOp::Read | ReqOp::Write => {
+            let (slba, nlb) = ns.blocks(rq.sector(), rq.bytes()).ok_or(BlkStatus::IoErr)?;
+            let opcode = if rq.op() == ReqOp::Read {
+                io_opcode::READ
+            } else {
+                io_opcode::WRITE
+            };
+            let cmd = Command::rw(opcode, nsid, slba, nlb, rq.fua());
+            map_prps(q, ns, rq, cmd)
+        }
+        ReqOp::WriteZeroes => {
+            let (slba, nlb) = ns.blocks(rq.sector(), rq.bytes()).ok_or(BlkStatus::IoErr)?;
+            if nlb > 65536 {
+                return Err(BlkStatus::IoErr);
+            }
+            Ok(Command::write_zeroes(nsid, slba, nlb))
+        }
+        ReqOp::Discard => {
+            let tag = rq.tag();
+            let mut n = 0usize;
+            let mut bad = false;
+            rq.for_each_range(|sector, sectors| {
+                let Some((slba, nlb)) = ns.blocks(sector, sectors << 9) else {
+                    bad = true;
+                    return;
+                };
+                if n >= DSM_MAX_RANGES {
+                    bad = true;
+                    return;
+                }
+                let [lo, hi] = dsm_range(slba, nlb);
+                bad |=
+                    q.list_put(tag, 2 * n, lo).is_err() || q.list_put(tag, 2 * n + 1, hi).is_err();
+                n += 1;
+            });
+            if bad || n == 0 {
+                return Err(BlkStatus::IoErr);
+            }
+            Ok(Command::deallocate(nsid, n as u32, q.list_dma(tag)))
+        }
+        ReqOp::Other(_) => Err(BlkStatus::NotSupp),
+    }
+}
+
+/// Maps the request's data and points the command at it with PRPs.
+fn map_prps(
+    q: &IoQueue<'_>,
+    ns: &Namespace<'_>,
+    rq: &Request<NvmeBlk>,
+    cmd: Command,
+) -> Result<Command, BlkStatus> {
+    let dev = ns.dma_dev();
+    // Mapping can fail for want of IOMMU space: ask blk-mq to try again later.
+    rq.map_data(dev).map_err(|_| BlkStatus::Resource)?;
+    let tag = rq.tag();
+    let mut put_err = false;
+    let prps = prp::build(
+        rq.segments(),
+        PAGE_SIZE as u64,
+        LIST_ENTRIES,
+        q.list_dma(tag),
+        |i, addr| put_err |= q.list_put(tag, i, addr).is_err(),
+    );
+    match prps {
+        Ok(p) if !put_err => Ok(cmd.with_prp(p.prp1, p.prp2)),
+        _ => {
+            rq.unmap_data(dev);
+            ns.log_mapping_error(rq.sector(), rq.bytes());
+            Err(BlkStatus::IoErr)
+        }
+    }
+}

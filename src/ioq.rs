@@ -1,0 +1,115 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! An I/O queue pair: the submission/completion rings, the per-tag list pages, and the
+//! completion side that turns device completions back into block requests.
+
+use crate::{blk::NvmeBlk, queue::Queue, regs::Regs, spec::completion::Completion};
+use kernel::{
+    device::Bound,
+    dma::Coherent,
+    io::io_write,
+    pci,
+    prelude::*,
+    sync::{
+        atomic::{Atomic, Relaxed},
+        Arc, SetOnce,
+    },
+};
+
+use crate::kernel_ext::blk::Tags;
+
+/// Entries of one list page: a PRP list (512 addresses) or 256 Dataset Management ranges.
+pub(crate) const LIST_ENTRIES: usize = 512;
+type ListPage = [u64; LIST_ENTRIES];
+
+/// Command identifiers carry the request's tag in the low 12 bits and a 4-bit generation
+/// counter above it, so a completion for an earlier use of the same tag is recognised.
+pub(crate) const CID_TAG_BITS: u32 = 12;
+/// Deepest I/O queue the command id layout allows.
+pub(crate) const MAX_DEPTH: u32 = 1 << CID_TAG_BITS;
+
+/// Log at most this many bad completions per queue; count the rest.
+const BAD_CQE_LOG_LIMIT: u32 = 10;
+
+pub(crate) fn cid(tag: u32, generation: u32) -> u16 {
+    ((tag & (MAX_DEPTH - 1)) | ((generation & 0xf) << CID_TAG_BITS)) as u16
+}
+
+/// One I/O queue pair.
+pub(crate) struct IoQueue<'b> {
+    pub(crate) queue: Arc<Queue<'b>>,
+    pdev: &'b pci::Device<Bound>,
+    /// The tags of the hardware queue this serves, set when blk-mq initializes it.
+    tags: SetOnce<Tags<NvmeBlk>>,
+    /// One list page per tag, set aside up front: no allocation on the I/O path.
+    lists: Coherent<[ListPage]>,
+    /// Completions that named no request in flight (logged, then counted).
+    bad_completions: Atomic<u32>,
+}
+
+impl<'b> IoQueue<'b> {
+    pub(crate) fn new(
+        pdev: &'b pci::Device<Bound>,
+        regs: Arc<Regs<'b>>,
+        qid: u16,
+        depth: u16,
+    ) -> Result<Arc<Self>> {
+        let queue = Queue::new(pdev.as_ref(), regs, qid, depth)?;
+        let lists = Coherent::<ListPage>::zeroed_slice(pdev.as_ref(), depth as usize, GFP_KERNEL)?;
+        Ok(Arc::new(
+            Self {
+                queue,
+                pdev,
+                tags: SetOnce::new(),
+                lists,
+                bad_completions: Atomic::new(0),
+            },
+            GFP_KERNEL,
+        )?)
+    }
+
+    pub(crate) fn set_tags(&self, tags: Tags<NvmeBlk>) {
+        // The tag set is created once per controller; a second call (another namespace's
+        // request queue sharing it) brings the same tags.
+        let _ = self.tags.populate(tags);
+    }
+
+    /// Bus address of the list page of `tag`.
+    pub(crate) fn list_dma(&self, tag: u32) -> u64 {
+        self.lists.dma_address() + u64::from(tag) * core::mem::size_of::<ListPage>() as u64
+    }
+
+    /// Writes entry `index` of the list page of `tag`.
+    pub(crate) fn list_put(&self, tag: u32, index: usize, value: u64) -> Result {
+        io_write!(&self.lists, [try: tag as usize][try: index], value.to_le());
+        Ok(())
+    }
+
+    /// Consumes new completions: each valid one completes its request.
+    pub(crate) fn process(&self) -> u32 {
+        self.queue.process_completions(|cqe| self.complete_one(cqe))
+    }
+
+    fn complete_one(&self, cqe: Completion) {
+        let tag = u32::from(cqe.cid) & (MAX_DEPTH - 1);
+        let generation = u32::from(cqe.cid) >> CID_TAG_BITS;
+        let rq = self.tags.as_ref().and_then(|t| t.in_flight(tag));
+        match rq {
+            Some(rq) if rq.data().generation() & 0xf == generation => {
+                rq.data().set_completion(cqe.status(), cqe.result);
+                rq.complete();
+            }
+            _ => {
+                let n = self.bad_completions.fetch_add(1, Relaxed);
+                if n < BAD_CQE_LOG_LIMIT {
+                    dev_warn!(
+                        self.pdev.as_ref(),
+                        "queue {}: ignoring completion with command id {:#x} (no such request in flight)\n",
+                        self.queue.qid(),
+                        cqe.cid
+                    );
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,729 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! blk-mq glue: tag sets, disks, and the request accessors an NVMe driver needs.
+//!
+//! `kernel::block::mq` in 7.3 is rnull's minimal binding: no sector, length or operation
+//! accessors, no tag lookup, no queue limits, no `commit_rqs`/`map_queues`/`complete`. This
+//! module is modelled on it but gives the driver what a real device needs, while the driver
+//! logic ([`BlkOps`] implementors) stays in safe Rust:
+//!
+//! - [`TagSet`] owns a `blk_mq_tag_set` and the driver's per-set data, which maps hardware
+//!   queue indexes to the driver's queues (`hctx->driver_data`);
+//! - [`Disk`] owns a `gendisk` and its per-disk data (`queue->queuedata`);
+//! - [`Request`] reads a request's operation, position, length and flags, maps its data for
+//!   DMA into a scatterlist kept in the request's private data (no allocation per I/O), and
+//!   ends or completes it;
+//! - [`Tags`] looks a command identifier's tag up, refusing tags that are out of range or
+//!   belong to a request that is not in flight (a device must never make us touch a request
+//!   we did not send).
+
+use super::device_raw;
+use core::{
+    ffi::{c_int, c_uint, c_void},
+    marker::PhantomData,
+    ptr::NonNull,
+};
+use kernel::{
+    bindings,
+    device::{Bound, Device},
+    prelude::*,
+    static_lock_class,
+    sync::atomic::{Atomic, Relaxed},
+    types::Opaque,
+};
+
+/// Scatterlist entries kept per request: the most segments the queue limits allow.
+pub(crate) const MAX_SEGMENTS: usize = 128;
+
+/// `blk_status_t` values (include/linux/blk_types.h; `#define`s bindgen cannot see).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub(crate) enum BlkStatus {
+    Ok = 0,
+    NotSupp = 1,
+    NoSpc = 3,
+    Transport = 4,
+    Target = 5,
+    ResvConflict = 6,
+    Medium = 7,
+    Protection = 8,
+    Resource = 9,
+    IoErr = 10,
+}
+
+/// `BLK_FEAT_*` (include/linux/blkdev.h).
+const BLK_FEAT_WRITE_CACHE: u32 = 1 << 0;
+const BLK_FEAT_FUA: u32 = 1 << 1;
+/// `REQ_OP_MASK` (include/linux/blk_types.h).
+const REQ_OP_MASK: u32 = 0xff;
+/// `RQF_DONTPREP` (include/linux/blk-mq.h: bit `__RQF_DONTPREP` = 3): the request was
+/// prepared by the driver once; blk-mq clears it when the request is reused.
+const RQF_DONTPREP: u32 = 1 << 3;
+
+/// A request's operation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ReqOp {
+    Read,
+    Write,
+    Flush,
+    Discard,
+    WriteZeroes,
+    Other(u32),
+}
+
+/// The driver side of a tag set.
+///
+/// `SetData`, `Queue` and `DiskData` may borrow from the bound device (lifetime `'a`); the
+/// owner of the [`TagSet`] and [`Disk`]s keeps them inside that lifetime.
+pub(crate) trait BlkOps: Sized + 'static {
+    /// Per tag set: holds the hardware queues.
+    type SetData<'a>: Sync;
+    /// One hardware queue.
+    type Queue<'a>: Sync;
+    /// Per disk (namespace).
+    type DiskData<'a>: Sync;
+    /// Driver state in each request's private data; built once per request.
+    type Rq: Sync;
+
+    /// The queue serving hardware queue `index`.
+    fn queue<'a>(set: &'a Self::SetData<'a>, index: u32) -> Option<&'a Self::Queue<'a>>;
+    /// Called when blk-mq attaches `tags` to hardware queue `q`.
+    fn init_queue(q: &Self::Queue<'_>, tags: Tags<Self>);
+    /// Initial value of the driver state of a request.
+    fn new_rq() -> Self::Rq;
+    /// Issue `rq` on `q`. `last` is false when more requests follow in this batch and
+    /// [`Self::commit_rqs`] will be called.
+    fn queue_rq(q: &Self::Queue<'_>, rq: &Request<Self>, last: bool) -> BlkStatus;
+    /// End of a batch whose last request did not have `last` set.
+    fn commit_rqs(q: &Self::Queue<'_>);
+    /// Completion, in the context blk-mq chose, after [`Request::complete`].
+    fn complete(rq: &Request<Self>);
+}
+
+/// Driver-private data blk-mq allocates behind every `struct request` (`cmd_size`).
+#[repr(C)]
+struct Pdu<T: BlkOps> {
+    /// Scatterlist entries filled by `blk_rq_map_sg` (0: no data mapped).
+    nents: Atomic<u32>,
+    /// Entries holding DMA segments after `dma_map_sg`.
+    mapped: Atomic<u32>,
+    drv: T::Rq,
+    sg: Opaque<[bindings::scatterlist; MAX_SEGMENTS]>,
+}
+
+/// A block layer request, seen by the driver between `queue_rq` and its end.
+#[repr(transparent)]
+pub(crate) struct Request<T: BlkOps>(Opaque<bindings::request>, PhantomData<T>);
+
+impl<T: BlkOps> Request<T> {
+    /// # Safety
+    ///
+    /// `ptr` points to a live request of a tag set created by [`TagSet::new`] for `T`.
+    unsafe fn from_raw<'r>(ptr: *mut bindings::request) -> &'r Self {
+        // SAFETY: `Request` is a transparent wrapper of `struct request`.
+        unsafe { &*ptr.cast() }
+    }
+
+    fn raw(&self) -> *mut bindings::request {
+        self.0.get()
+    }
+
+    fn pdu(&self) -> &Pdu<T> {
+        // SAFETY: blk-mq allocates `cmd_size = size_of::<Pdu<T>>()` bytes right behind each
+        // request of our tag set, initialized by `init_request` (type invariant).
+        unsafe { &*bindings::blk_mq_rq_to_pdu(self.raw()).cast::<Pdu<T>>() }
+    }
+
+    /// The driver's state for this request.
+    pub(crate) fn data(&self) -> &T::Rq {
+        &self.pdu().drv
+    }
+
+    fn cmd_flags(&self) -> u32 {
+        // SAFETY: `cmd_flags` is set before the request reaches the driver and is constant
+        // while the driver owns it.
+        unsafe { (*self.raw()).cmd_flags }
+    }
+
+    pub(crate) fn op(&self) -> ReqOp {
+        match self.cmd_flags() & REQ_OP_MASK {
+            bindings::req_op_REQ_OP_READ => ReqOp::Read,
+            bindings::req_op_REQ_OP_WRITE => ReqOp::Write,
+            bindings::req_op_REQ_OP_FLUSH => ReqOp::Flush,
+            bindings::req_op_REQ_OP_DISCARD => ReqOp::Discard,
+            bindings::req_op_REQ_OP_WRITE_ZEROES => ReqOp::WriteZeroes,
+            other => ReqOp::Other(other),
+        }
+    }
+
+    /// Force Unit Access: the write must be on stable media when it completes.
+    pub(crate) fn fua(&self) -> bool {
+        self.cmd_flags() & (1 << bindings::req_flag_bits___REQ_FUA) != 0
+    }
+
+    /// First sector (512 bytes) of the request.
+    pub(crate) fn sector(&self) -> u64 {
+        // SAFETY: constant while the driver owns the request.
+        unsafe { (*self.raw()).__sector }
+    }
+
+    /// Length in bytes.
+    pub(crate) fn bytes(&self) -> u32 {
+        // SAFETY: constant while the driver owns the request.
+        unsafe { (*self.raw()).__data_len }
+    }
+
+    /// The request's tag (unique within its hardware queue).
+    pub(crate) fn tag(&self) -> u32 {
+        // SAFETY: constant while the driver owns the request.
+        unsafe { (*self.raw()).tag as u32 }
+    }
+
+    /// Per-disk data of the disk this request is for.
+    pub(crate) fn disk<'a>(&self) -> &T::DiskData<'a> {
+        // SAFETY: `q->queuedata` was set by `Disk::new` to its `DiskData`, which lives
+        // until the disk is released, after all of its requests ended.
+        unsafe { &*(*(*self.raw()).q).queuedata.cast::<T::DiskData<'a>>() }
+    }
+
+    /// True the first time the driver sees this request, false when it comes back after
+    /// [`Self::requeue`]: lets per-request state such as a retry count start fresh.
+    pub(crate) fn first_issue(&self) -> bool {
+        // SAFETY: `rq_flags` of a request owned by the driver is only changed by the driver.
+        unsafe {
+            let flags = &raw mut (*self.raw()).rq_flags;
+            if *flags & RQF_DONTPREP != 0 {
+                return false;
+            }
+            *flags |= RQF_DONTPREP;
+        }
+        true
+    }
+
+    /// Marks the request as started (issued to the device), arming its timeout.
+    pub(crate) fn start(&self) {
+        // SAFETY: the request is owned by the driver (we are in `queue_rq`).
+        unsafe { bindings::blk_mq_start_request(self.raw()) };
+    }
+
+    /// Calls `f(first_sector, sectors)` for each bio: the ranges of a (merged) discard.
+    pub(crate) fn for_each_range(&self, mut f: impl FnMut(u64, u32)) {
+        // SAFETY: the bio chain of a request owned by the driver is stable.
+        let mut bio = unsafe { (*self.raw()).bio };
+        while !bio.is_null() {
+            // SAFETY: `bio` is a live bio of this request.
+            let (sector, size, next) = unsafe {
+                (
+                    (*bio).bi_iter.bi_sector,
+                    (*bio).bi_iter.bi_size,
+                    (*bio).bi_next,
+                )
+            };
+            f(sector, size >> 9);
+            bio = next;
+        }
+    }
+
+    /// Maps the request's data for DMA by `dev`, in the scatterlist in its private data.
+    /// Returns the number of DMA segments; [`Self::segments`] then yields them.
+    pub(crate) fn map_data(&self, dev: &Device<Bound>) -> Result<u32> {
+        let pdu = self.pdu();
+        let sg = pdu.sg.get().cast::<bindings::scatterlist>();
+        // SAFETY: `raw()` is a valid request; physical segments are bounded by the queue
+        // limits we set (`max_segments <= MAX_SEGMENTS`).
+        let nseg = unsafe { (*self.raw()).nr_phys_segments } as usize;
+        if nseg == 0 || nseg > MAX_SEGMENTS {
+            return Err(EINVAL);
+        }
+        // SAFETY: `sg` points to `MAX_SEGMENTS` entries owned by this request.
+        unsafe { bindings::sg_init_table(sg, nseg as c_uint) };
+        let mut last: *mut bindings::scatterlist = core::ptr::null_mut();
+        // SAFETY: the table has room for `nr_phys_segments` entries, which is the most
+        // `__blk_rq_map_sg` fills.
+        let nents = unsafe { bindings::__blk_rq_map_sg(self.raw(), sg, &mut last) };
+        if nents <= 0 || nents as usize > nseg {
+            return Err(EIO);
+        }
+        // SAFETY: `sg` holds `nents` initialized entries; `dev` is the bound device doing
+        // the DMA; direction matches the operation.
+        let mapped =
+            unsafe { bindings::dma_map_sg_attrs(device_raw(dev), sg, nents, self.dma_dir(), 0) };
+        if mapped == 0 {
+            return Err(ENOMEM);
+        }
+        pdu.nents.store(nents as u32, Relaxed);
+        pdu.mapped.store(mapped as u32, Relaxed);
+        Ok(mapped as u32)
+    }
+
+    fn dma_dir(&self) -> bindings::dma_data_direction {
+        if self.cmd_flags() & 1 != 0 {
+            bindings::dma_data_direction::DMA_TO_DEVICE
+        } else {
+            bindings::dma_data_direction::DMA_FROM_DEVICE
+        }
+    }
+
+    /// The DMA segments (bus address, length) of a request mapped by [`Self::map_data`].
+    pub(crate) fn segments(&self) -> impl Iterator<Item = (u64, u32)> + '_ {
+        let pdu = self.pdu();
+        let n = pdu.mapped.load(Relaxed) as usize;
+        let sg = pdu.sg.get().cast::<bindings::scatterlist>();
+        (0..n.min(MAX_SEGMENTS)).map(move |i| {
+            // SAFETY: entries `0..mapped` were filled by `dma_map_sg_attrs`, and `i` is in
+            // bounds of the array.
+            unsafe {
+                let e = sg.add(i);
+                ((*e).dma_address, (*e).dma_length)
+            }
+        })
+    }
+
+    /// Undoes [`Self::map_data`]; does nothing if nothing is mapped.
+    pub(crate) fn unmap_data(&self, dev: &Device<Bound>) {
+        let pdu = self.pdu();
+        let nents = pdu.nents.xchg(0, Relaxed);
+        pdu.mapped.store(0, Relaxed);
+        if nents == 0 {
+            return;
+        }
+        let sg = pdu.sg.get().cast::<bindings::scatterlist>();
+        // SAFETY: `sg` was mapped with `nents` entries for `dev` in this direction by
+        // `map_data`, and is unmapped once (the count was swapped to 0).
+        unsafe {
+            bindings::dma_unmap_sg_attrs(device_raw(dev), sg, nents as c_int, self.dma_dir(), 0)
+        };
+    }
+
+    /// Hands the request to blk-mq's completion machinery, which calls
+    /// [`BlkOps::complete`] (on the submitting CPU's softirq when that is cheaper).
+    pub(crate) fn complete(&self) {
+        // SAFETY: the request is in flight on our queue.
+        unsafe { bindings::blk_mq_complete_request(self.raw()) };
+    }
+
+    /// Ends the request with `status`; the driver must not touch it afterwards.
+    pub(crate) fn end(&self, status: BlkStatus) {
+        // SAFETY: the request is owned by the driver; its data was unmapped.
+        unsafe { bindings::blk_mq_end_request(self.raw(), status as bindings::blk_status_t) };
+    }
+
+    /// Puts the request back on the queue to be issued again (a retry).
+    pub(crate) fn requeue(&self) {
+        // SAFETY: the request is owned by the driver and not mapped any more.
+        unsafe { bindings::blk_mq_requeue_request(self.raw(), true) };
+    }
+}
+
+/// The tags of one hardware queue: command identifier to request.
+pub(crate) struct Tags<T: BlkOps> {
+    tags: NonNull<bindings::blk_mq_tags>,
+    _p: PhantomData<T>,
+}
+
+// SAFETY: `blk_mq_tags` is shared by all CPUs submitting to and completing on its queue;
+// lookups only read `nr_tags` and `rqs[]`, which blk-mq keeps valid for the tag set's life.
+unsafe impl<T: BlkOps> Send for Tags<T> {}
+// SAFETY: see `Send`.
+unsafe impl<T: BlkOps> Sync for Tags<T> {}
+
+impl<T: BlkOps> Tags<T> {
+    /// The request that `tag` refers to, if `tag` is in range and that request is in
+    /// flight (started and not completed). A device that reports a tag we never issued, or
+    /// one twice, gets `None` instead of another request.
+    pub(crate) fn in_flight(&self, tag: u32) -> Option<&Request<T>> {
+        let tags = self.tags.as_ptr();
+        // SAFETY: `tags` is valid for the tag set's life (type invariant); `rqs` has
+        // `nr_tags` entries (`blk_mq_tag_to_rq`, a static inline, does the same).
+        let rq = unsafe {
+            if tag >= (*tags).nr_tags {
+                return None;
+            }
+            *(*tags).rqs.add(tag as usize)
+        };
+        if rq.is_null() {
+            return None;
+        }
+        // SAFETY: `rq` is a request of our tag set.
+        let state = unsafe { core::ptr::read_volatile(&raw const (*rq).state) };
+        if state != bindings::mq_rq_state_MQ_RQ_IN_FLIGHT {
+            return None;
+        }
+        // SAFETY: `rq` is a live request of a tag set created for `T`.
+        Some(unsafe { Request::from_raw(rq) })
+    }
+}
+
+/// Queue limits for a new disk.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Limits {
+    pub(crate) logical_block_size: u32,
+    pub(crate) physical_block_size: u32,
+    pub(crate) max_hw_sectors: u32,
+    pub(crate) max_segments: u16,
+    pub(crate) virt_boundary_mask: usize,
+    pub(crate) max_segment_size: u32,
+    pub(crate) dma_alignment: u32,
+    pub(crate) write_cache: bool,
+    pub(crate) fua: bool,
+    pub(crate) max_discard_sectors: u32,
+    pub(crate) max_discard_segments: u16,
+    pub(crate) discard_granularity: u32,
+    pub(crate) max_write_zeroes_sectors: u32,
+    pub(crate) io_min: u32,
+    pub(crate) io_opt: u32,
+}
+
+impl Limits {
+    fn to_raw(self) -> bindings::queue_limits {
+        let mut lim: bindings::queue_limits = pin_init::zeroed();
+        lim.logical_block_size = self.logical_block_size;
+        lim.physical_block_size = self.physical_block_size;
+        lim.max_hw_sectors = self.max_hw_sectors;
+        lim.max_segments = self.max_segments.min(MAX_SEGMENTS as u16);
+        lim.virt_boundary_mask = self.virt_boundary_mask;
+        lim.max_segment_size = self.max_segment_size;
+        lim.dma_alignment = self.dma_alignment;
+        if self.write_cache {
+            lim.features |= BLK_FEAT_WRITE_CACHE;
+            if self.fua {
+                lim.features |= BLK_FEAT_FUA;
+            }
+        }
+        lim.max_hw_discard_sectors = self.max_discard_sectors;
+        lim.max_discard_segments = self.max_discard_segments;
+        lim.discard_granularity = self.discard_granularity;
+        lim.max_write_zeroes_sectors = self.max_write_zeroes_sectors;
+        lim.io_min = self.io_min;
+        lim.io_opt = self.io_opt;
+        lim
+    }
+}
+
+/// What the set's `driver_data` points to.
+struct SetHeader<'a, T: BlkOps> {
+    /// Device whose MSI-X vector affinity the queue map follows, and the first vector used
+    /// by hardware queue 0; `None` maps queues to CPUs evenly.
+    irq_dev: Option<(*mut bindings::device, u32)>,
+    data: T::SetData<'a>,
+}
+
+/// A blk-mq tag set, the driver's data for it, and the disks on it.
+///
+/// # Invariants
+///
+/// `set` was initialized by `blk_mq_alloc_tag_set` with `driver_data` pointing to `header`
+/// and is freed in `drop`, after every disk and before `header`.
+pub(crate) struct TagSet<'a, T: BlkOps> {
+    disks: KVec<Disk<'a, T>>,
+    set: Pin<KBox<Opaque<bindings::blk_mq_tag_set>>>,
+    /// Only reached through the set's `driver_data`.
+    _header: Pin<KBox<SetHeader<'a, T>>>,
+}
+
+// SAFETY: The tag set is a C object designed for concurrent use; the header is only read.
+unsafe impl<T: BlkOps> Send for TagSet<'_, T> where T::SetData<'static>: Send {}
+// SAFETY: As above.
+unsafe impl<T: BlkOps> Sync for TagSet<'_, T> {}
+
+impl<'a, T: BlkOps> TagSet<'a, T> {
+    /// Creates a tag set of `nr_hw_queues` queues of `depth` tags each.
+    ///
+    /// `irq` (the device and the vector of hardware queue 0) maps CPUs to queues by the
+    /// vectors' affinity, so a request completes on a CPU that submitted to its queue.
+    pub(crate) fn new(
+        nr_hw_queues: u32,
+        depth: u32,
+        timeout_jiffies: u32,
+        irq: Option<(&Device<Bound>, u32)>,
+        data: T::SetData<'a>,
+    ) -> Result<Self> {
+        let header = KBox::pin(
+            SetHeader {
+                irq_dev: irq.map(|(d, v)| (device_raw(d), v)),
+                data,
+            },
+            GFP_KERNEL,
+        )?;
+        let set = KBox::pin(Opaque::<bindings::blk_mq_tag_set>::zeroed(), GFP_KERNEL)?;
+        let raw = set.get();
+        // SAFETY: `raw` is zeroed, pinned memory for a tag set; `OPS` lives forever; the
+        // header outlives the set (invariant: freed after it in `drop`).
+        let ret = unsafe {
+            (*raw).ops = &Ops::<T>::OPS;
+            (*raw).nr_hw_queues = nr_hw_queues;
+            (*raw).nr_maps = 1;
+            (*raw).queue_depth = depth;
+            (*raw).cmd_size = core::mem::size_of::<Pdu<T>>() as c_uint;
+            (*raw).numa_node = bindings::NUMA_NO_NODE;
+            (*raw).timeout = timeout_jiffies;
+            (*raw).driver_data = core::ptr::from_ref::<SetHeader<'a, T>>(&header)
+                .cast_mut()
+                .cast();
+            bindings::blk_mq_alloc_tag_set(raw)
+        };
+        if ret != 0 {
+            return Err(Error::from_errno(ret));
+        }
+        Ok(Self {
+            disks: KVec::new(),
+            set,
+            _header: header,
+        })
+    }
+
+    /// Removes every disk from the system (waiting for their I/O), keeping the tag set.
+    pub(crate) fn remove_disks(&mut self) {
+        for d in self.disks.iter_mut() {
+            d.remove();
+        }
+        self.disks.clear();
+    }
+
+    fn raw(&self) -> *mut bindings::blk_mq_tag_set {
+        self.set.get()
+    }
+}
+
+impl<T: BlkOps> Drop for TagSet<'_, T> {
+    fn drop(&mut self) {
+        self.remove_disks();
+        // SAFETY: allocated in `new` (invariant); every disk using it was released above.
+        unsafe { bindings::blk_mq_free_tag_set(self.raw()) };
+    }
+}
+
+/// `block_device_operations` with this module as owner, so an open disk pins the module.
+struct Fops(bindings::block_device_operations);
+// SAFETY: Never written after initialization; only read by the block layer.
+unsafe impl Sync for Fops {}
+
+static FOPS: Fops = Fops(bindings::block_device_operations {
+    owner: <crate::RnvmeModule as kernel::ModuleMetadata>::THIS_MODULE.as_ptr(),
+    ..pin_init::zeroed()
+});
+
+/// A disk on a tag set; owned by its [`TagSet`].
+///
+/// # Invariants
+///
+/// `disk` came from `__blk_mq_alloc_disk` with `queuedata` pointing to `data`; `added` says
+/// whether `device_add_disk` succeeded. `drop` deletes (if added) and puts the disk before
+/// `data` is freed.
+struct Disk<'a, T: BlkOps> {
+    disk: NonNull<bindings::gendisk>,
+    added: bool,
+    /// Only reached through the request queue's `queuedata`.
+    _data: Pin<KBox<T::DiskData<'a>>>,
+}
+
+// SAFETY: the gendisk is a kernel object usable from any thread.
+unsafe impl<T: BlkOps> Send for Disk<'_, T> {}
+// SAFETY: as above; `data` is `Sync`.
+unsafe impl<T: BlkOps> Sync for Disk<'_, T> {}
+
+impl<'a, T: BlkOps> TagSet<'a, T> {
+    /// Adds a disk called `name` of `sectors` 512-byte sectors (it appears in /dev), as a
+    /// child of `parent`.
+    pub(crate) fn add_disk(
+        &mut self,
+        limits: Limits,
+        name: core::fmt::Arguments<'_>,
+        sectors: u64,
+        parent: &Device<Bound>,
+        data: T::DiskData<'a>,
+    ) -> Result {
+        self.disks.reserve(1, GFP_KERNEL)?;
+        let disk = Disk::new(self, limits, name, sectors, parent, data)?;
+        self.disks.push_within_capacity(disk).map_err(|_| ENOMEM)
+    }
+}
+
+impl<'a, T: BlkOps> Disk<'a, T> {
+    fn new(
+        set: &TagSet<'a, T>,
+        limits: Limits,
+        name: core::fmt::Arguments<'_>,
+        sectors: u64,
+        parent: &Device<Bound>,
+        data: T::DiskData<'a>,
+    ) -> Result<Self> {
+        let data = KBox::pin(data, GFP_KERNEL)?;
+        let mut lim = limits.to_raw();
+        let qd = core::ptr::from_ref::<T::DiskData<'a>>(&data)
+            .cast_mut()
+            .cast::<c_void>();
+        // SAFETY: `set` is an allocated tag set; `lim` is a valid limits structure;
+        // `qd` outlives the disk (invariant).
+        let disk = kernel::error::from_err_ptr(unsafe {
+            bindings::__blk_mq_alloc_disk(set.raw(), &mut lim, qd, static_lock_class!().as_ptr())
+        })?;
+        let mut this = Self {
+            // SAFETY: `from_err_ptr` returned a non-error pointer.
+            disk: unsafe { NonNull::new_unchecked(disk) },
+            added: false,
+            _data: data,
+        };
+        let name = kernel::str::CString::try_from_fmt(name)?;
+        let bytes = name.to_bytes_with_nul();
+        // SAFETY: `disk` is valid and not yet visible to anyone else.
+        unsafe {
+            let dn = &mut (*disk).disk_name;
+            if bytes.len() > dn.len() {
+                return Err(ENAMETOOLONG);
+            }
+            for (d, s) in dn.iter_mut().zip(bytes) {
+                *d = *s;
+            }
+            (*disk).fops = &FOPS.0;
+            // Dynamic block device numbers: no fixed major, no partitions of our own.
+            (*disk).major = 0;
+            (*disk).first_minor = 0;
+            (*disk).minors = 0;
+            bindings::set_capacity(disk, sectors);
+        }
+        // SAFETY: `disk` is fully set up; `parent` is a bound device.
+        kernel::error::to_result(unsafe {
+            bindings::device_add_disk(device_raw(parent), disk, core::ptr::null_mut())
+        })?;
+        this.added = true;
+        Ok(this)
+    }
+
+    /// Removes the disk from the system: waits for open I/O to finish and fails new I/O.
+    fn remove(&mut self) {
+        if self.added {
+            self.added = false;
+            // SAFETY: the disk was added (invariant) and is deleted once.
+            unsafe { bindings::del_gendisk(self.disk.as_ptr()) };
+        }
+    }
+}
+
+impl<T: BlkOps> Drop for Disk<'_, T> {
+    fn drop(&mut self) {
+        self.remove();
+        // SAFETY: allocated in `new`; our reference is dropped once. The request queue is
+        // gone once this returns, so `data` is no longer referenced by it.
+        unsafe { bindings::put_disk(self.disk.as_ptr()) };
+    }
+}
+
+/// The `blk_mq_ops` of a [`BlkOps`] implementor.
+struct Ops<T: BlkOps>(PhantomData<T>);
+
+impl<T: BlkOps> Ops<T> {
+    const OPS: bindings::blk_mq_ops = bindings::blk_mq_ops {
+        queue_rq: Some(Self::queue_rq),
+        commit_rqs: Some(Self::commit_rqs),
+        complete: Some(Self::complete),
+        init_hctx: Some(Self::init_hctx),
+        init_request: Some(Self::init_request),
+        map_queues: Some(Self::map_queues),
+        ..pin_init::zeroed()
+    };
+
+    /// # Safety
+    ///
+    /// `hctx` belongs to a queue of a tag set created by [`TagSet::new`] for `T`, after
+    /// `init_hctx` ran.
+    unsafe fn queue<'h>(hctx: *mut bindings::blk_mq_hw_ctx) -> &'h T::Queue<'h> {
+        // SAFETY: `init_hctx` stored a pointer to a queue in the set data, which lives as
+        // long as the tag set.
+        unsafe { &*(*hctx).driver_data.cast::<T::Queue<'h>>() }
+    }
+
+    /// # Safety
+    ///
+    /// Only called by blk-mq, for a tag set created by [`TagSet::new`] for `T`.
+    unsafe extern "C" fn queue_rq(
+        hctx: *mut bindings::blk_mq_hw_ctx,
+        bd: *const bindings::blk_mq_queue_data,
+    ) -> bindings::blk_status_t {
+        // SAFETY: blk-mq passes a live hctx of our set and a request it hands to us.
+        let (q, rq, last) = unsafe { (Self::queue(hctx), Request::from_raw((*bd).rq), (*bd).last) };
+        T::queue_rq(q, rq, last) as bindings::blk_status_t
+    }
+
+    /// # Safety
+    ///
+    /// Only called by blk-mq, for a tag set created by [`TagSet::new`] for `T`.
+    unsafe extern "C" fn commit_rqs(hctx: *mut bindings::blk_mq_hw_ctx) {
+        // SAFETY: blk-mq passes a live hctx of our set.
+        T::commit_rqs(unsafe { Self::queue(hctx) })
+    }
+
+    /// # Safety
+    ///
+    /// Only called by blk-mq, for a tag set created by [`TagSet::new`] for `T`.
+    unsafe extern "C" fn complete(rq: *mut bindings::request) {
+        // SAFETY: blk-mq passes a request of our set that we completed.
+        T::complete(unsafe { Request::from_raw(rq) })
+    }
+
+    /// # Safety
+    ///
+    /// Only called by blk-mq, for a tag set created by [`TagSet::new`] for `T`.
+    unsafe extern "C" fn init_hctx(
+        hctx: *mut bindings::blk_mq_hw_ctx,
+        driver_data: *mut c_void,
+        index: c_uint,
+    ) -> c_int {
+        // SAFETY: `driver_data` is the set's `driver_data`, our `SetHeader`.
+        let header = unsafe { &*driver_data.cast::<SetHeader<'_, T>>() };
+        let Some(q) = T::queue(&header.data, index) else {
+            return EINVAL.to_errno();
+        };
+        // SAFETY: `hctx` is being initialized by blk-mq and its `tags` are set.
+        let Some(tags) = NonNull::new(unsafe { (*hctx).tags }) else {
+            return EINVAL.to_errno();
+        };
+        T::init_queue(
+            q,
+            Tags {
+                tags,
+                _p: PhantomData,
+            },
+        );
+        // SAFETY: as above; `q` lives as long as the set.
+        unsafe { (*hctx).driver_data = core::ptr::from_ref::<T::Queue<'_>>(q).cast_mut().cast() };
+        0
+    }
+
+    /// # Safety
+    ///
+    /// Only called by blk-mq, for a tag set created by [`TagSet::new`] for `T`.
+    unsafe extern "C" fn init_request(
+        _set: *mut bindings::blk_mq_tag_set,
+        rq: *mut bindings::request,
+        _hctx_idx: c_uint,
+        _numa_node: c_int,
+    ) -> c_int {
+        // SAFETY: blk-mq allocated `cmd_size` bytes behind `rq` for our PDU; writing each
+        // field initializes it (never dropped: the driver state holds no resources). The
+        // scatterlist is zeroed in place rather than built on the stack (4 KiB).
+        unsafe {
+            let pdu = bindings::blk_mq_rq_to_pdu(rq).cast::<Pdu<T>>();
+            (&raw mut (*pdu).nents).write(Atomic::new(0));
+            (&raw mut (*pdu).mapped).write(Atomic::new(0));
+            (&raw mut (*pdu).drv).write(T::new_rq());
+            (&raw mut (*pdu).sg).write_bytes(0, 1);
+        }
+        0
+    }
+
+    /// # Safety
+    ///
+    /// Only called by blk-mq, for a tag set created by [`TagSet::new`] for `T`.
+    unsafe extern "C" fn map_queues(set: *mut bindings::blk_mq_tag_set) {
+        // SAFETY: `set` is our tag set; `driver_data` points to its header.
+        unsafe {
+            let header = &*(*set).driver_data.cast::<SetHeader<'_, T>>();
+            let map = &raw mut (*set).map[bindings::hctx_type_HCTX_TYPE_DEFAULT as usize];
+            match header.irq_dev {
+                Some((dev, first)) => bindings::blk_mq_map_hw_queues(map, dev, first),
+                None => bindings::blk_mq_map_queues(map),
+            }
+        }
+    }
+}

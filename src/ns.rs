@@ -1,0 +1,138 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Namespaces: identify, decide whether we can expose them, and the disk's queue limits.
+
+use crate::{
+    kernel_ext::blk::{Limits, ReqOp, MAX_SEGMENTS},
+    spec::{
+        command::DSM_MAX_RANGES,
+        completion::Status,
+        identify::{IdentifyController, IdentifyNamespace},
+    },
+};
+use kernel::{
+    device::{Bound, Device},
+    page::PAGE_SIZE,
+    pci,
+    prelude::*,
+};
+
+/// Largest transfer we issue: one PRP list page describes 512 pages after the first.
+const MAX_TRANSFER: u64 = 2 << 20;
+
+/// One namespace exposed as a disk.
+pub(crate) struct Namespace<'b> {
+    pdev: &'b pci::Device<Bound>,
+    nsid: u32,
+    /// log2 of the logical block size.
+    lba_shift: u32,
+    pub(crate) id: IdentifyNamespace,
+}
+
+impl<'b> Namespace<'b> {
+    /// Checks that the namespace's format is one we can serve; says why not otherwise.
+    pub(crate) fn new(
+        pdev: &'b pci::Device<Bound>,
+        nsid: u32,
+        id: IdentifyNamespace,
+    ) -> core::result::Result<Self, &'static str> {
+        if id.lbaf.ms != 0 {
+            return Err("its LBA format carries metadata, which rnvme does not support");
+        }
+        if id.block_size() as usize > PAGE_SIZE {
+            return Err("its logical block size is larger than the page size");
+        }
+        Ok(Self {
+            pdev,
+            nsid,
+            lba_shift: u32::from(id.lbaf.lbads),
+            id,
+        })
+    }
+
+    pub(crate) fn nsid(&self) -> u32 {
+        self.nsid
+    }
+
+    /// The device doing DMA for this namespace's requests.
+    pub(crate) fn dma_dev(&self) -> &Device<Bound> {
+        self.pdev.as_ref()
+    }
+
+    /// Capacity in 512-byte sectors.
+    pub(crate) fn sectors(&self) -> u64 {
+        self.id.nsze.saturating_mul(1 << (self.lba_shift - 9))
+    }
+
+    /// Converts a request's position and length to (first LBA, number of blocks), or `None`
+    /// if they are not whole blocks or the count does not fit a command.
+    pub(crate) fn blocks(&self, sector: u64, bytes: u32) -> Option<(u64, u32)> {
+        let shift = self.lba_shift - 9;
+        let mask = (1u64 << shift) - 1;
+        let bs_mask = (1u32 << self.lba_shift) - 1;
+        if sector & mask != 0 || bytes & bs_mask != 0 || bytes == 0 {
+            return None;
+        }
+        Some((sector >> shift, bytes >> self.lba_shift))
+    }
+
+    /// Queue limits for this namespace on a controller identified by `ctrl`.
+    pub(crate) fn limits(&self, ctrl: &IdentifyController, page_shift: u32) -> Limits {
+        let bs = self.id.block_size();
+        let max_bytes = ctrl
+            .max_transfer_bytes(page_shift)
+            .unwrap_or(MAX_TRANSFER)
+            .min(MAX_TRANSFER);
+        let max_sectors = (max_bytes >> 9) as u32;
+        // Write Zeroes counts blocks in 16 bits.
+        let max_wz = (65536u64 << (self.lba_shift - 9)).min(u64::from(max_sectors)) as u32;
+        Limits {
+            logical_block_size: bs,
+            physical_block_size: bs,
+            max_hw_sectors: max_sectors,
+            max_segments: MAX_SEGMENTS as u16,
+            // PRPs: every segment but the first starts, and every one but the last ends,
+            // on a controller page boundary; PRP entries must be dword aligned.
+            virt_boundary_mask: (1usize << page_shift) - 1,
+            max_segment_size: 0,
+            dma_alignment: 3,
+            write_cache: ctrl.has_volatile_write_cache(),
+            fua: ctrl.has_volatile_write_cache(),
+            max_discard_sectors: if ctrl.supports_dsm() {
+                u32::MAX >> 9
+            } else {
+                0
+            },
+            max_discard_segments: DSM_MAX_RANGES as u16,
+            discard_granularity: bs,
+            max_write_zeroes_sectors: if ctrl.supports_write_zeroes() {
+                max_wz
+            } else {
+                0
+            },
+            io_min: bs,
+            io_opt: 0,
+        }
+    }
+
+    pub(crate) fn log_error(&self, op: ReqOp, sector: u64, status: Status) {
+        dev_err!(
+            self.pdev.as_ref(),
+            "nsid {}: {:?} at sector {} failed: {}\n",
+            self.nsid,
+            op,
+            sector,
+            status
+        );
+    }
+
+    pub(crate) fn log_mapping_error(&self, sector: u64, bytes: u32) {
+        dev_err!(
+            self.pdev.as_ref(),
+            "nsid {}: request at sector {} ({} bytes) has a segment layout PRPs cannot describe\n",
+            self.nsid,
+            sector,
+            bytes
+        );
+    }
+}
