@@ -75,6 +75,63 @@ $(grep -A20 'kernel reported problems' "$LOGS/$name.run.log" | tail -n +2)" ;;
 	esac
 }
 
+# The data a guest wrote through rnvme (qemu/guest/io.sh, HOSTCHECK=1) is verified on the
+# host from the namespace's image file after the VM exited.
+host_verify() {
+	local name=$1 img=$2 log=$LOGS/$1.hostcheck.log
+	[[ -n ${RNVME_TEST_ONLY:-} && ! $name =~ $RNVME_TEST_ONLY ]] && return
+	if ! grep -q RNVME-HOSTCHECK-WRITTEN "$LOGS/$name.console.log"; then
+		bad "$name: host verifies the image" "the guest did not write the data"
+	elif fio --name=hostcheck --filename="$img" --rw=randwrite --bs=64k --size=32M \
+		--ioengine=psync --verify=crc32c --verify_only --verify_fatal=1 --randseed=1234 \
+		--output="$log" && ! grep -qE "err=[ ]*[1-9]|verify: bad" "$log"; then
+		ok "$name: host verifies the image (32 MiB, crc32c)"
+	else
+		bad "$name: host verifies the image" "$(grep -iE 'verify|err' "$log" | head -3)"
+	fi
+}
+
+# After fsync returns in the guest, the data must be in the host image even if QEMU is
+# killed at once, and a FLUSH must have reached the device.
+flush_test() {
+	local flavour=$1 name=flush-$1
+	[[ -n ${RNVME_TEST_ONLY:-} && ! $name =~ $RNVME_TEST_ONLY ]] && return
+	local dir=$RNVME_ROOT/out/test-images/$name log=$LOGS/$name.console.log
+	rm -rf "$dir"
+	mkdir -p "$dir"
+	say "VM scenario $name ($flavour kernel)"
+	"$RNVME_ROOT/qemu/run" --flavour "$flavour" --quiet --log "$log" --ctrls 1 \
+		--backend image --image-dir "$dir" --size 64M --pidfile "$dir/qemu.pid" \
+		--trace 'pci_nvme_flush*' --trace-file "$dir/trace" \
+		-- 'sh /guest/flush.sh' >"$LOGS/$name.run.log" 2>&1 &
+	local runner=$! sum="" i
+	for i in $(seq 600); do
+		sum=$(grep -aoE 'RNVME-FSYNC-DONE [0-9a-f]{64}' "$log" 2>/dev/null | cut -d' ' -f2)
+		[ -n "$sum" ] && break
+		kill -0 $runner 2>/dev/null || break
+		sleep 0.2
+	done
+	[ -f "$dir/qemu.pid" ] && kill -9 "$(cat "$dir/qemu.pid")" 2>/dev/null
+	wait $runner 2>/dev/null
+	if [ -z "$sum" ]; then
+		bad "$name: fsync returned in the guest" "no RNVME-FSYNC-DONE (log: $log)"
+		return
+	fi
+	ok "$name: fsync returned in the guest"
+	local got
+	got=$(head -c $((16 << 20)) "$dir/ctrl0-ns1.img" | sha256sum | cut -d' ' -f1)
+	if [ "$got" = "$sum" ]; then
+		ok "$name: fsynced data in the host image after QEMU was killed"
+	else
+		bad "$name: fsynced data in the host image after QEMU was killed" "sha256 differs"
+	fi
+	if grep -q pci_nvme_flush "$dir/trace" 2>/dev/null; then
+		ok "$name: a FLUSH reached the device"
+	else
+		bad "$name: a FLUSH reached the device" "no pci_nvme_flush trace event"
+	fi
+}
+
 for flavour in $FLAVOURS; do
 	say "building rnvme for the $flavour kernel"
 	if ! make -s -C "$RNVME_ROOT" module FLAVOUR="$flavour" >"$LOGS/build-$flavour.log" 2>&1; then
@@ -92,9 +149,36 @@ for flavour in $FLAVOURS; do
 		# No MSI or MSI-X on the platform: the admin queue falls back to (shared) INTx.
 		run_vm "intx-$flavour" "$flavour" --ctrls 2 --append pci=nomsi \
 			-- 'CTRLS=2 NS=1 SERIAL_PREFIX=rnvme-s IRQ=INTx sh /guest/basic.sh'
+
+		# The I/O path, on file-backed namespaces so data is real and checked on the host.
+		img=$RNVME_ROOT/out/test-images
+		rm -rf "$img"
+		mkdir -p "$img"/{io,lba4k,mdts1,queues1,msix1}
+		run_vm "io-$flavour" "$flavour" --ctrls 1 --ns 2 --backend image \
+			--image-dir "$img/io" --size 256M \
+			-- 'NS=2 LBA=512 HOSTCHECK=1 sh /guest/io.sh'
+		host_verify "io-$flavour" "$img/io/ctrl0-ns2.img"
+		run_vm "lba4k-$flavour" "$flavour" --ctrls 1 --lba 4096 --backend image \
+			--image-dir "$img/lba4k" --size 256M -- 'LBA=4096 QUICK=1 sh /guest/io.sh'
+		# MDTS = 1 (8 KiB transfers): 1 MiB requests are split by the block layer.
+		run_vm "mdts1-$flavour" "$flavour" --ctrls 1 --mdts 1 --backend image \
+			--image-dir "$img/mdts1" --size 256M -- 'QUICK=1 sh /guest/io.sh'
+		# Fewer queues than CPUs, and one MSI-X vector shared by every queue.
+		run_vm "queues1-$flavour" "$flavour" --ctrls 1 --max-qpairs 1 --backend image \
+			--image-dir "$img/queues1" --size 256M \
+			-- 'QUICK=1 EXPECT_QUEUES="1 I/O queues of depth [0-9]+ on 2 MSI-X" sh /guest/io.sh'
+		run_vm "msix1-$flavour" "$flavour" --ctrls 1 --msix 1 --backend image \
+			--image-dir "$img/msix1" --size 256M \
+			-- 'QUICK=1 EXPECT_QUEUES="1 I/O queues of depth [0-9]+ on 1 MSI-X" sh /guest/io.sh'
+		flush_test "$flavour"
 	else
 		run_vm "basic-$flavour" "$flavour" --ctrls 2 --ns 1 --timeout 1200 \
 			-- 'CTRLS=2 NS=1 SERIAL_PREFIX=rnvme-s sh /guest/basic.sh'
+		img=$RNVME_ROOT/out/test-images
+		mkdir -p "$img/io-debug"
+		run_vm "io-$flavour" "$flavour" --ctrls 1 --ns 2 --backend image --timeout 1800 \
+			--image-dir "$img/io-debug" --size 128M \
+			-- 'NS=2 QUICK=1 FIO_SIZE=8M sh /guest/io.sh'
 	fi
 done
 

@@ -435,6 +435,7 @@ impl<'b> Controller<'b> {
             };
             let limits = ns.limits(&id, PAGE_SHIFT as u32);
             let (sectors, bs) = (ns.sectors(), ns.id.block_size());
+            let zeroes = ns.id.deallocate_reads_zeroes();
             if let Some(ts) = self.tagset.as_mut() {
                 ts.add_disk(
                     limits,
@@ -446,11 +447,16 @@ impl<'b> Controller<'b> {
             }
             dev_info!(
                 self.pdev.as_ref(),
-                "rnvme{inst}n{nsid}: {} MiB, {} byte blocks{}\n",
+                "rnvme{inst}n{nsid}: {} MiB, {} byte blocks{}{}\n",
                 sectors >> 11,
                 bs,
                 if id.has_volatile_write_cache() {
                     ", volatile write cache"
+                } else {
+                    ""
+                },
+                if zeroes {
+                    ", deallocated blocks read as zeroes"
                 } else {
                     ""
                 }

@@ -48,15 +48,19 @@ expect_eq "admin_queue_on_$IRQ" "$CTRLS" "$(echo "$lines" | grep -c "irq $IRQ\$"
 
 # Every admin vector took interrupts (identify completed through them). INTx lines may be
 # shared, listing several handlers on one line.
-irq_names() { grep -oE 'rnvme[0-9]+q[0-9]+' /proc/interrupts || true; }
+irq_names() { grep -oE "rnvme[0-9]+q${1:-[0-9]+}" /proc/interrupts || true; }
 ok=1
-for q in $(irq_names); do
+for q in $(irq_names 0); do
 	n=$(grep -E "[ ,]$q(,|\$)" /proc/interrupts |
 		awk '{s=0; for (i=2; i<=NF; i++) if ($i ~ /^[0-9]+$/) s+=$i; print s}')
 	[ "${n:-0}" -gt 0 ] || { fail admin_interrupts_fire "$q has no interrupts"; ok=0; }
 done
-expect_eq admin_vectors_registered "$CTRLS" "$(irq_names | count)"
+expect_eq admin_vectors_registered "$CTRLS" "$(irq_names 0 | count)"
 [ $ok = 1 ] && pass admin_interrupts_fire
+# One I/O queue per CPU (QEMU grants 64), each with its own handler.
+cpus=$(grep -c ^processor /proc/cpuinfo)
+expect_eq io_queue_handlers_registered "$((CTRLS * cpus))" "$(irq_names '[1-9][0-9]*' | count)"
+expect_eq one_disk_per_namespace "$((CTRLS * NS))" "$(ls /dev | grep -cE '^rnvme[0-9]+n[0-9]+$')"
 
 # --- sysfs unbind / bind -------------------------------------------------------------
 dev=$(bound_to rnvme | head -1)
@@ -70,7 +74,8 @@ elif ! dmesg | grep -q "$dev: rnvme[0-9]*: shut down"; then
 else
 	pass sysfs_unbind
 fi
-expect_eq unbind_frees_irq "$((CTRLS - 1))" "$(irq_names | count)"
+expect_eq unbind_frees_irq "$((CTRLS - 1))" "$(irq_names 0 | count)"
+expect_eq unbind_removes_disks "$(((CTRLS - 1) * NS))" "$(ls /dev | grep -cE '^rnvme[0-9]+n[0-9]+$')"
 grep -q "rnvme" /proc/iomem && before_bind_iomem=$(grep -c rnvme /proc/iomem)
 expect_eq unbind_releases_bar "$((CTRLS - 1))" "${before_bind_iomem:-0}"
 echo "$dev" >/sys/bus/pci/drivers/rnvme/bind

@@ -1,0 +1,183 @@
+# SPDX-License-Identifier: GPL-2.0
+# I/O path tests on rnvme disks: fio verify over block sizes, depths, engines, direct and
+# buffered I/O; dd round trips; ext4; discard and write zeroes; two namespaces.
+# Environment: NS (namespaces of controller 0), LBA (logical block size), QUICK=1 for the
+# short matrix (debug kernel, special controllers), HOSTCHECK=1 to leave data for the host.
+. /guest/lib.sh
+
+# util-linux's, not busybox's applet (which has no -z): busybox sh prefers its applets.
+BLKDISCARD=/usr/bin/blkdiscard
+NS=${NS:-1}
+LBA=${LBA:-512}
+CPUS=$(grep -c ^processor /proc/cpuinfo)
+DEV=/dev/rnvme0n1
+
+check insmod insmod /lib/rnvme.ko
+wait_for 10 test -b $DEV || fail disk_appears "$DEV missing"
+expect_eq logical_block_size "$LBA" "$(blockdev --getss $DEV)"
+expect_eq disks_for_namespaces "$NS" "$(ls /dev | grep -cE '^rnvme0n[0-9]+$')"
+if [ -n "${EXPECT_QUEUES:-}" ]; then
+	if dmesg | grep -qE "rnvme0: $EXPECT_QUEUES"; then pass queue_setup_fallback; else
+		fail queue_setup_fallback "want '$EXPECT_QUEUES', got: $(dmesg | grep -oE 'rnvme0: [0-9]+ I/O queues.*')"
+	fi
+fi
+
+# fio_verify NAME FIO-ARGS...: writes with verification headers, drops the page cache, then
+# reads everything back from the device and verifies it in a second run.
+fio_verify() {
+	name=$1
+	shift
+	log=/tmp/fio-$name.log
+	if ! fio --name="$name" --filename=$DEV --output=$log --do_verify=0 "$@" ||
+		grep -q "err=[ ]*[1-9]" $log; then
+		fail "fio_$name" "write phase: $(grep -iE 'err|error' $log | head -3 | tr '\n' ' ')"
+		return
+	fi
+	sync
+	echo 3 >/proc/sys/vm/drop_caches
+	if fio --name="$name" --filename=$DEV --output=$log.v --verify_only \
+		--verify_fatal=1 "$@" && ! grep -qE "err=[ ]*[1-9]|verify: bad" $log.v; then
+		bytes=$(sed -nE 's/.*io=([0-9.]+[KMG]i?B).*/\1/p' $log.v | head -1)
+		echo "fio $name verified ${bytes:-?}"
+		pass "fio_$name"
+	else
+		fail "fio_$name" "verify phase: $(grep -iE 'verify|err' $log.v | head -3 | tr '\n' ' ')"
+	fi
+}
+
+S=${FIO_SIZE:-24M}
+common="--size=$S --numjobs=$CPUS --offset_increment=$S --group_reporting --randseed=42"
+if [ "${QUICK:-0}" = 1 ]; then
+	fio_verify uring_rand_4k_qd32 --ioengine=io_uring --direct=1 --rw=randwrite --bs=4k \
+		--iodepth=32 --verify=crc32c $common
+	fio_verify psync_seq_1m --ioengine=psync --direct=1 --rw=write --bs=1M \
+		--verify=crc32c $common
+	fio_verify uring_mixed_bs --ioengine=io_uring --direct=1 --rw=randwrite \
+		--bsrange=$LBA-256k --iodepth=16 --verify=crc32c $common
+else
+	# Block sizes 512 B..1 MiB, depths 1..64, both engines, direct and buffered, random and
+	# sequential, crc32c and a fixed pattern.
+	fio_verify psync_rand_lba --ioengine=psync --direct=1 --rw=randwrite --bs=$LBA \
+		--verify=crc32c --size=4M --numjobs=$CPUS --offset_increment=4M --group_reporting
+	fio_verify uring_rand_4k_qd64 --ioengine=io_uring --direct=1 --rw=randwrite --bs=4k \
+		--iodepth=64 --verify=crc32c $common
+	fio_verify uring_seq_1m_qd8 --ioengine=io_uring --direct=1 --rw=write --bs=1M \
+		--iodepth=8 --verify=crc32c $common
+	fio_verify psync_seq_128k_pattern --ioengine=psync --direct=1 --rw=write --bs=128k \
+		--verify=pattern --verify_pattern=0x5aa5c33c $common
+	fio_verify uring_rand_64k_qd16_pattern --ioengine=io_uring --direct=1 --rw=randwrite \
+		--bs=64k --iodepth=16 --verify=pattern --verify_pattern=0x0f1e2d3c $common
+	# Block sizes that are not page multiples: buffers after the first start inside pages.
+	fio_verify uring_unaligned_bs --ioengine=io_uring --direct=1 --rw=randwrite \
+		--bs=$((LBA * 7)) --iodepth=16 --verify=crc32c $common
+	fio_verify uring_mixed_bs --ioengine=io_uring --direct=1 --rw=randwrite \
+		--bsrange=$LBA-1M --iodepth=16 --verify=crc32c $common
+	fio_verify psync_buffered_seq --ioengine=psync --direct=0 --rw=write --bs=256k \
+		--verify=crc32c $common
+	fio_verify uring_buffered_rand --ioengine=io_uring --direct=0 --rw=randwrite --bs=4k \
+		--iodepth=32 --verify=crc32c $common
+fi
+
+# --- dd round trips, direct both ways ---------------------------------------------------
+dd if=/dev/urandom of=/tmp/rand bs=1M count=8 2>/dev/null
+for bs in $LBA 4096 65536 1048576; do
+	count=$((8 * 1048576 / bs))
+	if dd if=/tmp/rand of=$DEV bs=$bs count=$count oflag=direct 2>/dev/null &&
+		dd if=$DEV of=/tmp/back bs=$bs count=$count iflag=direct 2>/dev/null &&
+		cmp -s /tmp/rand /tmp/back; then
+		pass "dd_direct_roundtrip_bs$bs"
+	else
+		fail "dd_direct_roundtrip_bs$bs" "data differs or dd failed"
+	fi
+done
+
+# --- discard and write zeroes ------------------------------------------------------------
+zeroes() { [ "$(dd if=$DEV bs=1M skip=$1 count=$2 iflag=direct 2>/dev/null | tr -d '\0' | wc -c)" = 0 ]; }
+dd if=/tmp/rand of=$DEV bs=1M seek=16 count=8 oflag=direct 2>/dev/null
+if $BLKDISCARD -o $((16 << 20)) -l $((8 << 20)) $DEV; then
+	pass blkdiscard
+	if dmesg | grep -q 'rnvme0n1: .*deallocated blocks read as zeroes'; then
+		if zeroes 16 8; then pass discard_reads_zeroes; else
+			fail discard_reads_zeroes "namespace says deallocated blocks read as zeroes; they do not"
+		fi
+	fi
+else
+	fail blkdiscard "blkdiscard failed"
+fi
+expect_eq discard_limit_advertised yes \
+	"$([ "$(cat /sys/block/rnvme0n1/queue/discard_max_bytes)" -gt 0 ] && echo yes || echo no)"
+dd if=/tmp/rand of=$DEV bs=1M seek=32 count=8 oflag=direct 2>/dev/null
+if $BLKDISCARD -z -o $((32 << 20)) -l $((8 << 20)) $DEV && zeroes 32 8; then
+	pass write_zeroes_reads_zeroes
+else
+	fail write_zeroes_reads_zeroes "$BLKDISCARD -z failed or data left"
+fi
+# Data around the discarded range is untouched.
+dd if=/tmp/rand of=/tmp/rand-head bs=1M count=4 2>/dev/null
+dd if=/tmp/rand of=/tmp/rand-tail bs=1M skip=5 count=3 2>/dev/null
+if dd if=/tmp/rand of=$DEV bs=1M seek=48 count=8 oflag=direct 2>/dev/null &&
+	$BLKDISCARD -o $((52 << 20)) -l $((1 << 20)) $DEV &&
+	dd if=$DEV bs=1M skip=48 count=4 iflag=direct 2>/dev/null | cmp -s - /tmp/rand-head &&
+	dd if=$DEV bs=1M skip=53 count=3 iflag=direct 2>/dev/null | cmp -s - /tmp/rand-tail; then
+	pass discard_keeps_neighbours
+else
+	fail discard_keeps_neighbours "data next to the discarded range changed"
+fi
+
+# --- write cache and FUA are advertised when the controller has a volatile cache --------
+expect_eq write_cache_advertised "write back" "$(cat /sys/block/rnvme0n1/queue/write_cache)"
+expect_eq fua_advertised 1 "$(cat /sys/block/rnvme0n1/queue/fua)"
+
+# --- ext4: mkfs, copy a tree, umount, fsck, compare --------------------------------------
+mkdir -p /mnt/t /tmp/tree
+i=0
+while [ $i -lt 40 ]; do
+	mkdir -p /tmp/tree/d$((i % 7))
+	dd if=/dev/urandom of=/tmp/tree/d$((i % 7))/f$i bs=$((i * 3000 + 1)) count=1 2>/dev/null
+	i=$((i + 1))
+done
+cp -r /guest /bin /tmp/tree/ 2>/dev/null
+if mkfs.ext4 -q -F $DEV && mount $DEV /mnt/t && cp -a /tmp/tree /mnt/t/ && umount /mnt/t; then
+	pass ext4_mkfs_copy_umount
+	out=$(fsck.ext4 -fn $DEV 2>&1)
+	if [ $? = 0 ]; then pass ext4_fsck_clean; else fail ext4_fsck_clean "$(echo "$out" | tail -3)"; fi
+	echo 3 >/proc/sys/vm/drop_caches
+	if mount -o ro $DEV /mnt/t && diff -r /tmp/tree /mnt/t/tree >/dev/null; then
+		pass ext4_contents_match
+	else
+		fail ext4_contents_match "files differ after remount"
+	fi
+	umount /mnt/t 2>/dev/null
+else
+	fail ext4_mkfs_copy_umount "mkfs/mount/cp/umount failed"
+fi
+
+# --- two namespaces, each its own disk with its own data --------------------------------
+if [ "$NS" -ge 2 ]; then
+	dd if=/dev/urandom of=/tmp/n1 bs=1M count=4 2>/dev/null
+	dd if=/dev/urandom of=/tmp/n2 bs=1M count=4 2>/dev/null
+	dd if=/tmp/n1 of=/dev/rnvme0n1 bs=1M oflag=direct 2>/dev/null
+	dd if=/tmp/n2 of=/dev/rnvme0n2 bs=1M oflag=direct 2>/dev/null
+	if dd if=/dev/rnvme0n1 bs=1M count=4 iflag=direct 2>/dev/null | cmp -s - /tmp/n1 &&
+		dd if=/dev/rnvme0n2 bs=1M count=4 iflag=direct 2>/dev/null | cmp -s - /tmp/n2; then
+		pass namespaces_keep_their_own_data
+	else
+		fail namespaces_keep_their_own_data "data crossed namespaces"
+	fi
+fi
+
+# --- data for the host to verify from the image after the VM exits ------------------------
+if [ "${HOSTCHECK:-0}" = 1 ]; then
+	tgt=/dev/rnvme0n$NS
+	if fio --name=hostcheck --filename=$tgt --rw=randwrite --bs=64k --size=32M \
+		--ioengine=io_uring --iodepth=16 --direct=1 --verify=crc32c --do_verify=0 \
+		--randseed=1234 --output=/tmp/hostcheck.log; then
+		echo "RNVME-HOSTCHECK-WRITTEN"
+		pass hostcheck_written
+	else
+		fail hostcheck_written "fio failed"
+	fi
+fi
+
+check rmmod rmmod rnvme
+finish
