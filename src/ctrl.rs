@@ -125,6 +125,10 @@ impl<'b> Controller<'b> {
         pdev.set_master();
         // SAFETY: Called once in probe, before any DMA allocation or mapping of this device.
         unsafe { dma::Device::dma_set_mask_and_coherent(pdev, DmaMask::new::<64>())? };
+        // PRPs have no segment size limit: let the DMA layer map segments as long as the
+        // block layer builds them (the default is 64 KiB).
+        // SAFETY: As above.
+        unsafe { dma::Device::dma_set_max_seg_size(pdev, u32::MAX) };
 
         let bdev: &'b pci::Device<Bound> = pdev;
         let bar = bdev.iomap_region_sized::<BAR0_MIN>(0, c"rnvme")?;
