@@ -51,6 +51,10 @@ module! {
             default: 256,
             description: "Entries per I/O queue (2-4096, capped by CAP.MQES; default 256)",
         },
+        sgl_threshold: u32 {
+            default: 32768,
+            description: "Use SGLs for transfers of this many bytes or more, when the controller supports them (0: never; default 32768)",
+        },
         io_queues: u32 {
             default: 0,
             description: "Most I/O queue pairs per controller (0: one per CPU, the default)",

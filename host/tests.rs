@@ -437,3 +437,47 @@ mod io_commands {
         );
     }
 }
+
+mod sgl {
+    use crate::spec::command::{io_opcode, Command};
+    use crate::spec::sgl::{build, descriptor, SglError, TYPE_LAST_SEGMENT};
+
+    #[test]
+    fn one_segment_is_inline() {
+        let mut list = vec![];
+        let r = build([(0x1000u64, 8192u32)], 256, 0xbeef000, |_, d| list.push(d));
+        assert_eq!(r, Ok([0x1000, 8192]));
+    }
+
+    #[test]
+    fn several_segments_use_a_last_segment_descriptor() {
+        let mut list = vec![[0u64; 2]; 4];
+        let r = build(
+            [(0x1000u64, 4096u32), (0x9200, 512), (0x20000, 65536)],
+            4,
+            0xbeef000,
+            |i, d| list[i] = d,
+        );
+        let sgl1 = r.unwrap();
+        assert_eq!(sgl1, [0xbeef000, 48 | (0x30u64 << 56)]);
+        assert_eq!(sgl1, descriptor(0xbeef000, 48, TYPE_LAST_SEGMENT));
+        assert_eq!(list[1], [0x9200, 512]);
+        assert_eq!(list[2], [0x20000, 65536]);
+        let c = Command::rw(io_opcode::READ, 1, 0, 8, false).with_sgl(sgl1);
+        assert_eq!(c.dw[0] >> 14 & 3, 1);
+        assert_eq!(
+            (c.dw[6], c.dw[7], c.dw[8], c.dw[9]),
+            (0xbeef000, 0, 48, 0x3000_0000)
+        );
+    }
+
+    #[test]
+    fn limits() {
+        assert_eq!(build([], 4, 0, |_, _| {}), Err(SglError::Empty));
+        let segs = (0..5).map(|i| (i * 0x10000u64, 4096u32));
+        assert_eq!(
+            build(segs, 4, 0, |_, _| {}),
+            Err(SglError::TooManySegments { segments: 5 })
+        );
+    }
+}

@@ -91,6 +91,14 @@ host_verify() {
 	fi
 }
 
+# trace_check SCENARIO WHAT TRACE-FILE REGEX: the device saw a command matching REGEX.
+trace_check() {
+	[[ -n ${RNVME_TEST_ONLY:-} && ! $1 =~ $RNVME_TEST_ONLY ]] && return
+	if grep -qE "$4" "$3" 2>/dev/null; then ok "$1: $2"; else
+		bad "$1: $2" "no '$4' in the QEMU trace $3"
+	fi
+}
+
 # After fsync returns in the guest, the data must be in the host image even if QEMU is
 # killed at once, and a FLUSH must have reached the device.
 flush_test() {
@@ -156,8 +164,15 @@ for flavour in $FLAVOURS; do
 		mkdir -p "$img"/{io,lba4k,mdts1,queues1,msix1}
 		run_vm "io-$flavour" "$flavour" --ctrls 1 --ns 2 --backend image \
 			--image-dir "$img/io" --size 256M \
+			--trace pci_nvme_map_sgl,pci_nvme_dsm --trace-file "$img/io/trace" \
 			-- 'NS=2 LBA=512 HOSTCHECK=1 sh /guest/io.sh'
 		host_verify "io-$flavour" "$img/io/ctrl0-ns2.img"
+		trace_check "io-$flavour" "SGLs carry large transfers" "$img/io/trace" \
+			'pci_nvme_map_sgl type 0x3'
+		trace_check "io-$flavour" "discards merge into multi-range DSM" "$img/io/trace" \
+			'pci_nvme_dsm nr ([2-9]|[1-9][0-9]+) '
+		# A namespace formatted with metadata is skipped, not mis-sized.
+		run_vm "meta-$flavour" "$flavour" --ctrls 1 --ns-args ms=8 -- 'sh /guest/meta.sh'
 		run_vm "lba4k-$flavour" "$flavour" --ctrls 1 --lba 4096 --backend image \
 			--image-dir "$img/lba4k" --size 256M -- 'LBA=4096 QUICK=1 sh /guest/io.sh'
 		# MDTS = 1 (8 KiB transfers): 1 MiB requests are split by the block layer.

@@ -13,10 +13,11 @@ use crate::{
     ioq::{cid, IoQueue, LIST_ENTRIES},
     kernel_ext::blk::{BlkOps, BlkStatus, ReqOp, Request, Tags},
     ns::Namespace,
+    params,
     spec::{
         command::{dsm_range, io_opcode, Command, DSM_MAX_RANGES},
         completion::{BlockError, Status},
-        prp,
+        prp, sgl,
     },
 };
 use kernel::{
@@ -159,7 +160,7 @@ fn build_command(
                 io_opcode::WRITE
             };
             let cmd = Command::rw(opcode, nsid, slba, nlb, rq.fua());
-            map_prps(q, ns, rq, cmd)
+            map_data(q, ns, rq, cmd)
         }
         ReqOp::WriteZeroes => {
             let (slba, nlb) = ns.blocks(rq.sector(), rq.bytes()).ok_or(BlkStatus::IoErr)?;
@@ -195,8 +196,10 @@ fn build_command(
     }
 }
 
-/// Maps the request's data and points the command at it with PRPs.
-fn map_prps(
+/// Maps the request's data and points the command at it: with an SGL when the controller
+/// supports them and the transfer is at least `sgl_threshold` bytes of more than one segment
+/// (one descriptor per segment beats one PRP entry per page), else with PRPs.
+fn map_data(
     q: &IoQueue<'_>,
     ns: &Namespace<'_>,
     rq: &Request<NvmeBlk>,
@@ -204,18 +207,36 @@ fn map_prps(
 ) -> Result<Command, BlkStatus> {
     let dev = ns.dma_dev();
     // Mapping can fail for want of IOMMU space: ask blk-mq to try again later.
-    rq.map_data(dev).map_err(|_| BlkStatus::Resource)?;
+    let segments = rq.map_data(dev).map_err(|_| BlkStatus::Resource)?;
     let tag = rq.tag();
     let mut put_err = false;
-    let prps = prp::build(
-        rq.segments(),
-        PAGE_SIZE as u64,
-        LIST_ENTRIES,
-        q.list_dma(tag),
-        |i, addr| put_err |= q.list_put(tag, i, addr).is_err(),
-    );
-    match prps {
-        Ok(p) if !put_err => Ok(cmd.with_prp(p.prp1, p.prp2)),
+    let threshold = params::sgl_threshold();
+    let use_sgl = ns.sgl() && threshold != 0 && segments > 1 && rq.bytes() >= threshold;
+    let mapped = if use_sgl {
+        sgl::build(
+            rq.segments(),
+            LIST_ENTRIES / 2,
+            q.list_dma(tag),
+            |i, [a, b]| {
+                put_err |=
+                    q.list_put(tag, 2 * i, a).is_err() || q.list_put(tag, 2 * i + 1, b).is_err()
+            },
+        )
+        .map(|sgl1| cmd.with_sgl(sgl1))
+        .map_err(|_| ())
+    } else {
+        prp::build(
+            rq.segments(),
+            PAGE_SIZE as u64,
+            LIST_ENTRIES,
+            q.list_dma(tag),
+            |i, addr| put_err |= q.list_put(tag, i, addr).is_err(),
+        )
+        .map(|p| cmd.with_prp(p.prp1, p.prp2))
+        .map_err(|_| ())
+    };
+    match mapped {
+        Ok(cmd) if !put_err => Ok(cmd),
         _ => {
             rq.unmap_data(dev);
             ns.log_mapping_error(rq.sector(), rq.bytes());

@@ -418,7 +418,7 @@ impl<'b> Controller<'b> {
                 "Identify Namespace",
             )?;
             let ns = match IdentifyNamespace::parse(&data) {
-                Ok(nid) => Namespace::new(self.pdev, nsid, nid),
+                Ok(nid) => Namespace::new(self.pdev, &id, nsid, nid),
                 Err(e) => {
                     dev_warn!(
                         self.pdev.as_ref(),

@@ -26,6 +26,8 @@ pub(crate) struct Namespace<'b> {
     nsid: u32,
     /// log2 of the logical block size.
     lba_shift: u32,
+    /// The controller takes SGLs for I/O commands.
+    sgl: bool,
     pub(crate) id: IdentifyNamespace,
 }
 
@@ -33,6 +35,7 @@ impl<'b> Namespace<'b> {
     /// Checks that the namespace's format is one we can serve; says why not otherwise.
     pub(crate) fn new(
         pdev: &'b pci::Device<Bound>,
+        ctrl: &IdentifyController,
         nsid: u32,
         id: IdentifyNamespace,
     ) -> core::result::Result<Self, &'static str> {
@@ -46,8 +49,13 @@ impl<'b> Namespace<'b> {
             pdev,
             nsid,
             lba_shift: u32::from(id.lbaf.lbads),
+            sgl: ctrl.supports_sgl(),
             id,
         })
+    }
+
+    pub(crate) fn sgl(&self) -> bool {
+        self.sgl
     }
 
     pub(crate) fn nsid(&self) -> u32 {

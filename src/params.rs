@@ -58,6 +58,11 @@ pub(crate) fn io_queue_depth() -> u32 {
     p::io_queue_depth.value()
 }
 
+/// Smallest transfer described with an SGL (0: PRPs only).
+pub(crate) fn sgl_threshold() -> u32 {
+    p::sgl_threshold.value()
+}
+
 /// Most I/O queues, 0 for one per CPU.
 pub(crate) fn io_queues() -> u32 {
     p::io_queues.value()

@@ -86,6 +86,17 @@ impl Command {
         self
     }
 
+    /// Points the command at its data with SGL1 (dwords 6..9) and sets PSDT to "SGLs,
+    /// metadata in one buffer" (CDW0 bits 15:14 = 01b).
+    pub(crate) fn with_sgl(mut self, sgl1: [u64; 2]) -> Self {
+        self.dw[0] = (self.dw[0] & !(3 << 14)) | (1 << 14);
+        self.dw[6] = sgl1[0] as u32;
+        self.dw[7] = (sgl1[0] >> 32) as u32;
+        self.dw[8] = sgl1[1] as u32;
+        self.dw[9] = (sgl1[1] >> 32) as u32;
+        self
+    }
+
     pub(crate) fn prp1(&self) -> u64 {
         u64::from(self.dw[6]) | (u64::from(self.dw[7]) << 32)
     }

@@ -13,6 +13,7 @@ pub(crate) mod completion;
 pub(crate) mod identify;
 pub(crate) mod prp;
 pub(crate) mod regs;
+pub(crate) mod sgl;
 
 /// Reads a little-endian `u16` at `off`. `b` must be long enough (checked by callers).
 #[inline]
