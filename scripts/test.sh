@@ -17,6 +17,7 @@ rm -rf "$LOGS"
 mkdir -p "$LOGS"
 PASS=0
 FAIL=0
+HOST_VERIFIED_MIB=0
 FAILED_NAMES=()
 
 ok() {
@@ -86,6 +87,7 @@ host_verify() {
 		--ioengine=psync --verify=crc32c --verify_only --verify_fatal=1 --randseed=1234 \
 		--output="$log" && ! grep -qE "err=[ ]*[1-9]|verify: bad" "$log"; then
 		ok "$name: host verifies the image (32 MiB, crc32c)"
+		HOST_VERIFIED_MIB=$((HOST_VERIFIED_MIB + 32))
 	else
 		bad "$name: host verifies the image" "$(grep -iE 'verify|err' "$log" | head -3)"
 	fi
@@ -130,6 +132,7 @@ flush_test() {
 	got=$(head -c $((16 << 20)) "$dir/ctrl0-ns1.img" | sha256sum | cut -d' ' -f1)
 	if [ "$got" = "$sum" ]; then
 		ok "$name: fsynced data in the host image after QEMU was killed"
+		HOST_VERIFIED_MIB=$((HOST_VERIFIED_MIB + 16))
 	else
 		bad "$name: fsynced data in the host image after QEMU was killed" "sha256 differs"
 	fi
@@ -197,7 +200,13 @@ for flavour in $FLAVOURS; do
 	fi
 done
 
+# Bytes written through rnvme and read back and compared (fio verify, dd + cmp), plus the
+# host's check of the image.
+verified=$(cat "$LOGS"/*.console.log 2>/dev/null | grep -aoE 'RNVME-VERIFIED [0-9.]+[KMG]i?B' |
+	awk '{v=$2; m=1; if (v ~ /KiB$/) m=1024; if (v ~ /MiB$/) m=1048576; if (v ~ /GiB$/) m=1073741824;
+	sub(/[KMG]i?B$/, "", v); s += v * m} END {printf "%.0f", s}')
 echo
+echo "data verified: $((verified / 1048576)) MiB in the guests, $HOST_VERIFIED_MIB MiB on the host from images"
 if [ $FAIL -gt 0 ]; then
 	echo "failed:"
 	printf '  %s\n' "${FAILED_NAMES[@]}"

@@ -39,6 +39,7 @@ fio_verify() {
 		--verify_fatal=1 "$@" && ! grep -qE "err=[ ]*[1-9]|verify: bad" $log.v; then
 		bytes=$(sed -nE 's/.*io=([0-9.]+[KMG]i?B).*/\1/p' $log.v | head -1)
 		echo "fio $name verified ${bytes:-?}"
+		[ -n "$bytes" ] && echo "RNVME-VERIFIED $bytes"
 		pass "fio_$name"
 	else
 		fail "fio_$name" "verify phase: $(grep -iE 'verify|err' $log.v | head -3 | tr '\n' ' ')"
@@ -85,6 +86,7 @@ for bs in $LBA 4096 65536 1048576; do
 	if dd if=/tmp/rand of=$DEV bs=$bs count=$count oflag=direct 2>/dev/null &&
 		dd if=$DEV of=/tmp/back bs=$bs count=$count iflag=direct 2>/dev/null &&
 		cmp -s /tmp/rand /tmp/back; then
+		echo "RNVME-VERIFIED 8MiB"
 		pass "dd_direct_roundtrip_bs$bs"
 	else
 		fail "dd_direct_roundtrip_bs$bs" "data differs or dd failed"
