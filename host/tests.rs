@@ -481,3 +481,23 @@ mod sgl {
         );
     }
 }
+
+mod command_ids {
+    use crate::spec::command::io_cid::*;
+
+    #[test]
+    fn tag_and_generation_round_trip() {
+        for tag in [0u32, 1, 255, 4095] {
+            for generation in 0..40u32 {
+                let cid = encode(tag, generation);
+                let (t, g) = decode(cid);
+                assert_eq!(t, tag);
+                assert!(current(generation, g));
+                // The previous use of the same tag is recognised as stale.
+                assert!(!current(generation + 1, g));
+            }
+        }
+        assert_eq!(MAX_DEPTH, 4096);
+        assert_eq!(encode(5, 0x13), 0x3005);
+    }
+}

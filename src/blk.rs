@@ -10,12 +10,12 @@
 //! status, or requeues it when the device says a retry may succeed.
 
 use crate::{
-    ioq::{cid, IoQueue, LIST_ENTRIES},
+    ioq::{IoQueue, LIST_ENTRIES},
     kernel_ext::blk::{BlkOps, BlkStatus, ReqOp, Request, Tags},
     ns::Namespace,
     params,
     spec::{
-        command::{dsm_range, io_opcode, Command, DSM_MAX_RANGES},
+        command::{dsm_range, io_cid, io_opcode, Command, DSM_MAX_RANGES},
         completion::{BlockError, Status},
         prp, sgl,
     },
@@ -112,7 +112,7 @@ impl BlkOps for NvmeBlk {
         st.generation.store(generation, Relaxed);
         st.status.store(0, Relaxed);
         let mut cmd = cmd;
-        cmd.set_cid(cid(rq.tag(), generation));
+        cmd.set_cid(io_cid::encode(rq.tag(), generation));
         rq.start();
         if q.queue.submit(&cmd, last).is_err() {
             rq.unmap_data(ns.dma_dev());

@@ -3,7 +3,13 @@
 //! An I/O queue pair: the submission/completion rings, the per-tag list pages, and the
 //! completion side that turns device completions back into block requests.
 
-use crate::{blk::NvmeBlk, queue::Queue, regs::Regs, spec::completion::Completion};
+use crate::{
+    blk::NvmeBlk,
+    kernel_ext::blk::Tags,
+    queue::Queue,
+    regs::Regs,
+    spec::{command::io_cid, completion::Completion},
+};
 use kernel::{
     device::Bound,
     dma::Coherent,
@@ -16,24 +22,15 @@ use kernel::{
     },
 };
 
-use crate::kernel_ext::blk::Tags;
-
 /// Entries of one list page: a PRP list (512 addresses) or 256 Dataset Management ranges.
 pub(crate) const LIST_ENTRIES: usize = 512;
 type ListPage = [u64; LIST_ENTRIES];
 
-/// Command identifiers carry the request's tag in the low 12 bits and a 4-bit generation
-/// counter above it, so a completion for an earlier use of the same tag is recognised.
-pub(crate) const CID_TAG_BITS: u32 = 12;
 /// Deepest I/O queue the command id layout allows.
-pub(crate) const MAX_DEPTH: u32 = 1 << CID_TAG_BITS;
+pub(crate) const MAX_DEPTH: u32 = io_cid::MAX_DEPTH;
 
 /// Log at most this many bad completions per queue; count the rest.
 const BAD_CQE_LOG_LIMIT: u32 = 10;
-
-pub(crate) fn cid(tag: u32, generation: u32) -> u16 {
-    ((tag & (MAX_DEPTH - 1)) | ((generation & 0xf) << CID_TAG_BITS)) as u16
-}
 
 /// One I/O queue pair.
 pub(crate) struct IoQueue<'b> {
@@ -91,11 +88,10 @@ impl<'b> IoQueue<'b> {
     }
 
     fn complete_one(&self, cqe: Completion) {
-        let tag = u32::from(cqe.cid) & (MAX_DEPTH - 1);
-        let generation = u32::from(cqe.cid) >> CID_TAG_BITS;
+        let (tag, generation) = io_cid::decode(cqe.cid);
         let rq = self.tags.as_ref().and_then(|t| t.in_flight(tag));
         match rq {
-            Some(rq) if rq.data().generation() & 0xf == generation => {
+            Some(rq) if io_cid::current(rq.data().generation(), generation) => {
                 rq.data().set_completion(cqe.status(), cqe.result);
                 rq.complete();
             }

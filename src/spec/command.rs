@@ -215,6 +215,29 @@ impl Command {
     }
 }
 
+/// I/O command identifiers: the request's tag in the low 12 bits, a 4-bit generation counter
+/// above it, so a completion for an earlier use of the same tag is recognised as stale.
+pub(crate) mod io_cid {
+    pub(crate) const TAG_BITS: u32 = 12;
+    /// Deepest queue the layout allows.
+    pub(crate) const MAX_DEPTH: u32 = 1 << TAG_BITS;
+
+    pub(crate) fn encode(tag: u32, generation: u32) -> u16 {
+        ((tag & (MAX_DEPTH - 1)) | ((generation & 0xf) << TAG_BITS)) as u16
+    }
+
+    /// (tag, generation)
+    pub(crate) fn decode(cid: u16) -> (u32, u32) {
+        let cid = u32::from(cid);
+        (cid & (MAX_DEPTH - 1), cid >> TAG_BITS)
+    }
+
+    /// Whether a completion's generation is the one the request was last issued with.
+    pub(crate) fn current(issued_generation: u32, completed: u32) -> bool {
+        issued_generation & 0xf == completed
+    }
+}
+
 /// Most ranges one Dataset Management command carries.
 pub(crate) const DSM_MAX_RANGES: usize = 256;
 
