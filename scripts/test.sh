@@ -174,6 +174,10 @@ for flavour in $FLAVOURS; do
 			'pci_nvme_map_sgl type 0x3'
 		trace_check "io-$flavour" "discards merge into multi-range DSM" "$img/io/trace" \
 			'pci_nvme_dsm nr ([2-9]|[1-9][0-9]+) '
+		# Device errors injected under the emulated controllers (QEMU blkdebug).
+		mkdir -p "$img/errors"
+		run_vm "errors-$flavour" "$flavour" --ctrls 2 --backend image --image-dir "$img/errors" \
+			--size 64M --blkdebug "$RNVME_ROOT/qemu/guest/errors.rules" -- 'sh /guest/errors.sh'
 		# A namespace formatted with metadata is skipped, not mis-sized.
 		run_vm "meta-$flavour" "$flavour" --ctrls 1 --ns-args ms=8 -- 'sh /guest/meta.sh'
 		run_vm "lba4k-$flavour" "$flavour" --ctrls 1 --lba 4096 --backend image \

@@ -134,11 +134,12 @@ impl BlkOps for NvmeBlk {
             rq.end(BlkStatus::Ok);
             return;
         };
-        if status.retryable() && st.retries.fetch_add(1, Relaxed) < MAX_RETRIES {
+        let tries = st.retries.fetch_add(1, Relaxed) + 1;
+        if status.retryable() && tries <= MAX_RETRIES {
             rq.requeue();
             return;
         }
-        ns.log_error(rq.op(), rq.sector(), status);
+        ns.log_error(rq.op(), rq.sector(), status, tries);
         rq.end(blk_status(err));
     }
 }

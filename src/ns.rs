@@ -123,13 +123,14 @@ impl<'b> Namespace<'b> {
         }
     }
 
-    pub(crate) fn log_error(&self, op: ReqOp, sector: u64, status: Status) {
+    pub(crate) fn log_error(&self, op: ReqOp, sector: u64, status: Status, tries: u32) {
         dev_err!(
             self.pdev.as_ref(),
-            "nsid {}: {:?} at sector {} failed: {}\n",
+            "nsid {}: {:?} at sector {} failed after {} attempt(s): {}\n",
             self.nsid,
             op,
             sector,
+            tries,
             status
         );
     }
