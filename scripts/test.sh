@@ -143,6 +143,49 @@ flush_test() {
 	fi
 }
 
+# Controller removal under I/O: the host deletes nvme1 over QMP when the guest is ready,
+# and adds it back when the guest saw it go.
+hotplug_test() {
+	local flavour=$1 name=hotplug-$1
+	[[ -n ${RNVME_TEST_ONLY:-} && ! $name =~ $RNVME_TEST_ONLY ]] && return
+	local log=$LOGS/$name.console.log qmp=/tmp/rnvme-qmp-$$.sock
+	say "VM scenario $name ($flavour kernel)"
+	"$RNVME_ROOT/qemu/run" --flavour "$flavour" --quiet --log "$log" --ctrls 2 \
+		--qmp "$qmp" --timeout 600 -- 'sh /guest/hotplug.sh' >"$LOGS/$name.run.log" 2>&1 &
+	local runner=$! step=ready i
+	for i in $(seq 1500); do
+		kill -0 $runner 2>/dev/null || break
+		if [ $step = ready ] && grep -q RNVME-HOTPLUG-READY "$log" 2>/dev/null; then
+			"$RNVME_ROOT/qemu/qmp" "$qmp" device_del '{"id": "nvme1"}' >>"$LOGS/$name.qmp.log" 2>&1
+			step=removed
+		elif [ $step = removed ] && grep -q RNVME-HOTPLUG-REMOVED "$log" 2>/dev/null; then
+			# An nvme-ns cannot be hot-added to a controller's bus; the controller's own
+			# drive property gives it namespace 1.
+			"$RNVME_ROOT/qemu/qmp" "$qmp" device_add \
+				'{"driver": "nvme", "id": "nvme1", "serial": "rnvme-s1", "drive": "c1n1"}' \
+				>>"$LOGS/$name.qmp.log" 2>&1
+			step=added
+		fi
+		sleep 0.2
+	done
+	wait $runner
+	local rc=$?
+	rm -f "$qmp"
+	while IFS= read -r line; do
+		case $line in
+		"RNVME-TEST PASS "*) ok "$name: ${line#RNVME-TEST PASS }" ;;
+		"RNVME-TEST FAIL "*)
+			local rest=${line#RNVME-TEST FAIL }
+			bad "$name: ${rest%%: *}" "${rest#*: }"
+			;;
+		esac
+	done < <(grep -aoE 'RNVME-TEST (PASS|FAIL) .*' "$log" | tr -d '\r')
+	case $rc in
+	0 | 1) ok "$name: guest finished, kernel log clean" ;;
+	*) bad "$name: guest finished, kernel log clean" "qemu/run exited $rc: $(tail -3 "$LOGS/$name.run.log" | tr '\n' ' ')" ;;
+	esac
+}
+
 for flavour in $FLAVOURS; do
 	say "building rnvme for the $flavour kernel"
 	if ! make -s -C "$RNVME_ROOT" module FLAVOUR="$flavour" >"$LOGS/build-$flavour.log" 2>&1; then
@@ -193,6 +236,7 @@ for flavour in $FLAVOURS; do
 			--image-dir "$img/msix1" --size 256M \
 			-- 'QUICK=1 EXPECT_QUEUES="1 I/O queues of depth [0-9]+ on 1 MSI-X" sh /guest/io.sh'
 		flush_test "$flavour"
+		hotplug_test "$flavour"
 	else
 		run_vm "basic-$flavour" "$flavour" --ctrls 2 --ns 1 --timeout 1200 \
 			-- 'CTRLS=2 NS=1 SERIAL_PREFIX=rnvme-s sh /guest/basic.sh'

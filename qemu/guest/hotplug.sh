@@ -1,0 +1,50 @@
+# SPDX-License-Identifier: GPL-2.0
+# Removal of a controller while I/O runs on it, driven by the host over QMP (scripts/test.sh):
+# every outstanding I/O ends with an error within seconds, the disk goes away, nothing oopses,
+# and a controller added back later is probed. Controller 1 (nvme1) is the one removed.
+. /guest/lib.sh
+
+check insmod insmod /lib/rnvme.ko
+wait_for 10 test -b /dev/rnvme1n1 || fail disk_present "no /dev/rnvme1n1"
+pci=$(readlink -f /sys/block/rnvme1n1/device/.. 2>/dev/null || true)
+# rmmod while a disk is open is refused (the open disk holds the module), and harmless.
+fio --name=hold --filename=/dev/rnvme0n1 --rw=randread --bs=4k --direct=1 --ioengine=io_uring \
+	--iodepth=8 --time_based --runtime=4 --output=/tmp/hold.log &
+hold=$!
+sleep 1
+if rmmod rnvme 2>/dev/null; then
+	fail rmmod_refused_while_in_use "rmmod succeeded with I/O running"
+else
+	pass rmmod_refused_while_in_use
+fi
+wait $hold
+expect_eq io_unharmed_by_refused_rmmod 0 "$(grep -cE 'err=[ ]*[1-9]' /tmp/hold.log)"
+
+fio --name=victim --filename=/dev/rnvme1n1 --rw=randrw --bs=4k --direct=1 --ioengine=io_uring \
+	--iodepth=32 --time_based --runtime=120 --output=/tmp/victim.log &
+fio_pid=$!
+sleep 2
+echo "RNVME-HOTPLUG-READY"
+# The host now removes nvme1 (QMP device_del).
+if wait_for 60 sh -c '! test -b /dev/rnvme1n1'; then pass disk_removed_with_controller; else
+	fail disk_removed_with_controller "/dev/rnvme1n1 still there after 60 s"
+fi
+start=$(date +%s)
+wait $fio_pid
+rc=$?
+took=$(($(date +%s) - start))
+echo "fio on the removed disk exited $rc after $took s"
+[ $rc != 0 ] && pass io_fails_on_removed_controller ||
+	fail io_fails_on_removed_controller "fio exited 0"
+[ $took -le 10 ] && pass outstanding_io_ends_within_seconds ||
+	fail outstanding_io_ends_within_seconds "fio took $took s to end"
+expect_eq other_controller_still_bound 1 "$(bound_to rnvme | count)"
+check other_disk_still_works dd if=/dev/rnvme0n1 of=/dev/null bs=64k count=16 iflag=direct
+echo "RNVME-HOTPLUG-REMOVED"
+# The host adds the controller back (QMP device_add).
+if wait_for 60 test -b /dev/rnvme1n1; then pass readded_controller_probed; else
+	fail readded_controller_probed "no /dev/rnvme1n1 60 s after device_add"
+fi
+check readded_disk_works dd if=/dev/rnvme1n1 of=/dev/null bs=64k count=16 iflag=direct
+check rmmod rmmod rnvme
+finish
