@@ -501,3 +501,78 @@ mod command_ids {
         assert_eq!(encode(5, 0x13), 0x3005);
     }
 }
+
+mod untrusted_device_values {
+    use crate::spec::identify::*;
+    use crate::spec::regs::{Cap, CapError};
+
+    const QEMU_CAP: u64 = 0x4008200f0107ff;
+
+    #[test]
+    fn cap_refusals() {
+        assert_eq!(Cap(QEMU_CAP).validate(12), Ok(()));
+        // MQES 0 (a one-entry queue) cannot work.
+        assert_eq!(
+            Cap(QEMU_CAP & !0xffff).validate(12),
+            Err(CapError::QueueTooSmall { entries: 1 })
+        );
+        // No command set at all.
+        assert_eq!(
+            Cap(QEMU_CAP & !(0xffu64 << 37)).validate(12),
+            Err(CapError::NoNvmCommandSet)
+        );
+        // MPSMIN 64 KiB on a 4 KiB-page host.
+        let big = (QEMU_CAP & !(0xfu64 << 48)) | (4u64 << 48) | (4u64 << 52);
+        assert!(matches!(
+            Cap(big).validate(12),
+            Err(CapError::PageSize { min_shift: 16, .. })
+        ));
+        // All ones (device gone) reads as nonsense too, but must not panic.
+        let _ = Cap(u64::MAX).validate(12);
+        let _ = Cap(u64::MAX).timeout_ms();
+        let _ = Cap(u64::MAX).doorbell_stride();
+    }
+
+    #[test]
+    fn zero_namespaces_and_lists_beyond_nn() {
+        let mut out = [0u32; NS_LIST_MAX];
+        let mut b = vec![0u8; IDENTIFY_SIZE];
+        b[0] = 1;
+        // NN = 0 but the list names namespace 1: refused.
+        assert!(parse_ns_list(&b, 0, &mut out).is_err());
+        // The broadcast id is never a namespace.
+        b[0..4].copy_from_slice(&u32::MAX.to_le_bytes());
+        assert!(parse_ns_list(&b, u32::MAX, &mut out).is_err());
+    }
+
+    #[test]
+    fn every_byte_pattern_parses_or_errs() {
+        // Fill identify pages with patterns; parsing may fail but never panic.
+        for fill in [0u8, 0x01, 0x7f, 0x80, 0xff] {
+            let b = vec![fill; IDENTIFY_SIZE];
+            let _ = IdentifyController::parse(&b);
+            let _ = IdentifyNamespace::parse(&b);
+            let mut out = [0u32; NS_LIST_MAX];
+            let _ = parse_ns_list(&b, u32::MAX, &mut out);
+        }
+        let mut seed = 0x1234_5678u32;
+        for _ in 0..200 {
+            let b: Vec<u8> = (0..IDENTIFY_SIZE)
+                .map(|_| {
+                    seed ^= seed << 13;
+                    seed ^= seed >> 17;
+                    seed ^= seed << 5;
+                    seed as u8
+                })
+                .collect();
+            if let Ok(id) = IdentifyController::parse(&b) {
+                let _ = id.max_transfer_bytes(12);
+                let _ = id.serial.as_str();
+            }
+            if let Ok(ns) = IdentifyNamespace::parse(&b) {
+                assert!((9..=16).contains(&ns.lbaf.lbads));
+                let _ = ns.capacity_bytes();
+            }
+        }
+    }
+}

@@ -237,6 +237,10 @@ for flavour in $FLAVOURS; do
 			-- 'QUICK=1 EXPECT_QUEUES="1 I/O queues of depth [0-9]+ on 1 MSI-X" sh /guest/io.sh'
 		flush_test "$flavour"
 		hotplug_test "$flavour"
+		# 4 controllers probed at once, 50 load/unload cycles with I/O in between.
+		mkdir -p "$img/stress"
+		run_vm "stress-$flavour" "$flavour" --ctrls 4 --backend image --image-dir "$img/stress" \
+			--size 16M -- 'CTRLS=4 CYCLES=50 sh /guest/stress.sh'
 	else
 		run_vm "basic-$flavour" "$flavour" --ctrls 2 --ns 1 --timeout 1200 \
 			-- 'CTRLS=2 NS=1 SERIAL_PREFIX=rnvme-s sh /guest/basic.sh'
@@ -245,6 +249,10 @@ for flavour in $FLAVOURS; do
 		run_vm "io-$flavour" "$flavour" --ctrls 1 --ns 2 --backend image --timeout 1800 \
 			--image-dir "$img/io-debug" --size 128M \
 			-- 'NS=2 QUICK=1 FIO_SIZE=8M sh /guest/io.sh'
+		# Allocation failures injected at every step of registration and probe unwind
+		# cleanly (kmemleak and the other checkers watching).
+		run_vm "failslab-$flavour" "$flavour" --ctrls 2 --timeout 1200 \
+			-- 'CTRLS=2 STEPS=40 sh /guest/failslab.sh'
 	fi
 done
 

@@ -171,9 +171,8 @@ impl<'b> AdminQueue<'b> {
 
         if self.polled.load(Relaxed) {
             self.poll_wait(timeout_ms);
-        } else if !self.done.wait_timeout(timeout_ms) {
-            // A final poll catches a completion whose interrupt was lost.
-            self.process();
+        } else {
+            self.irq_wait(timeout_ms);
         }
 
         let mut p = self.pending.lock();
@@ -184,6 +183,24 @@ impl<'b> AdminQueue<'b> {
                 // Forget the id, so a late completion is reported and ignored.
                 p.cid = None;
                 Err(CmdError::Timeout)
+            }
+        }
+    }
+
+    /// Waits for the interrupt handler to complete the pending command. Every second without
+    /// it, the completion queue is checked once: a lost interrupt costs a second, not the
+    /// whole timeout.
+    fn irq_wait(&self, timeout_ms: u32) {
+        let mut left = timeout_ms;
+        while left > 0 {
+            let slice = left.min(1000);
+            if self.done.wait_timeout(slice) {
+                return;
+            }
+            left -= slice;
+            self.process();
+            if self.pending.lock().result.is_some() {
+                return;
             }
         }
     }

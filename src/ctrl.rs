@@ -178,31 +178,11 @@ impl<'b> Controller<'b> {
             return Err(ENODEV);
         }
         let cap = regs.cap();
-        if cap.css() & r::CAP_CSS_NVM == 0 && cap.css() & r::CAP_CSS_CSI == 0 {
+        if let Err(e) = cap.validate(PAGE_SHIFT as u32) {
             dev_err!(
                 pdev.as_ref(),
-                "controller lacks the NVM command set (CAP {:#x})\n",
+                "unusable controller: {e} (CAP {:#x})\n",
                 cap.0
-            );
-            return Err(ENODEV);
-        }
-        let page = PAGE_SHIFT as u32;
-        if page < cap.mpsmin_shift() || page > cap.mpsmax_shift() {
-            dev_err!(
-                pdev.as_ref(),
-                "host page size {} outside the controller's {}..={} (CAP {:#x})\n",
-                1u64 << page,
-                1u64 << cap.mpsmin_shift(),
-                1u64 << cap.mpsmax_shift(),
-                cap.0
-            );
-            return Err(ENODEV);
-        }
-        if cap.mqes() < 2 {
-            dev_err!(
-                pdev.as_ref(),
-                "CAP.MQES allows queues of {} entry\n",
-                cap.mqes()
             );
             return Err(ENODEV);
         }

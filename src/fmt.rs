@@ -10,6 +10,7 @@ use crate::{
     spec::{
         completion::Status,
         identify::{AsciiField, IdentifyError},
+        regs::CapError,
     },
 };
 use kernel::fmt::{Display, Formatter, Result};
@@ -26,7 +27,7 @@ macro_rules! forward_display {
     };
 }
 
-forward_display!(Status, IdentifyError, CmdError);
+forward_display!(Status, IdentifyError, CmdError, CapError);
 
 impl<const N: usize> Display for AsciiField<N> {
     fn fmt(&self, f: &mut Formatter<'_>) -> Result {

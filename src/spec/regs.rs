@@ -68,6 +68,58 @@ impl Cap {
     }
 }
 
+/// Why a controller's capabilities are refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum CapError {
+    /// Neither the NVM command set nor I/O command set selection is supported.
+    NoNvmCommandSet,
+    /// The host page size is outside CAP.MPSMIN..=CAP.MPSMAX.
+    PageSize { min_shift: u32, max_shift: u32 },
+    /// Queues of fewer than two entries cannot hold a command (one slot stays empty).
+    QueueTooSmall { entries: u32 },
+}
+
+impl core::fmt::Display for CapError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match *self {
+            Self::NoNvmCommandSet => write!(f, "no NVM command set"),
+            Self::PageSize {
+                min_shift,
+                max_shift,
+            } => write!(
+                f,
+                "host page size outside the controller's {}..={} bytes",
+                1u64 << min_shift,
+                1u64 << max_shift
+            ),
+            Self::QueueTooSmall { entries } => {
+                write!(f, "CAP.MQES allows queues of only {entries} entry")
+            }
+        }
+    }
+}
+
+impl Cap {
+    /// Checks what bring-up depends on, for a host with pages of `1 << page_shift` bytes.
+    pub(crate) fn validate(self, page_shift: u32) -> Result<(), CapError> {
+        if self.css() & (CAP_CSS_NVM | CAP_CSS_CSI) == 0 {
+            return Err(CapError::NoNvmCommandSet);
+        }
+        if page_shift < self.mpsmin_shift() || page_shift > self.mpsmax_shift() {
+            return Err(CapError::PageSize {
+                min_shift: self.mpsmin_shift(),
+                max_shift: self.mpsmax_shift(),
+            });
+        }
+        if self.mqes() < 2 {
+            return Err(CapError::QueueTooSmall {
+                entries: self.mqes(),
+            });
+        }
+        Ok(())
+    }
+}
+
 /// CAP.CSS bit for the NVM command set.
 pub(crate) const CAP_CSS_NVM: u8 = 1 << 0;
 /// CAP.CSS bit: one or more I/O command sets (selected with CC.CSS = 110b).
