@@ -55,6 +55,10 @@ module! {
             default: 32768,
             description: "Use SGLs for transfers of this many bytes or more, when the controller supports them (0: never; default 32768)",
         },
+        probe_fault_step: u32 {
+            default: 0,
+            description: "Testing: fail the probe at this step (1-13) to exercise its unwinding (0: never, the default)",
+        },
         io_queues: u32 {
             default: 0,
             description: "Most I/O queue pairs per controller (0: one per CPU, the default)",

@@ -132,6 +132,7 @@ impl<'b> Controller<'b> {
 
         let bdev: &'b pci::Device<Bound> = pdev;
         let bar = bdev.iomap_region_sized::<BAR0_MIN>(0, c"rnvme")?;
+        params::inject(bdev.as_ref(), 1)?;
         let regs = Arc::new(Regs::new(bar), GFP_KERNEL)?;
         let cap = Self::check_cap(bdev, &regs)?;
         // The controller may still run from firmware or a previous driver.
@@ -139,6 +140,7 @@ impl<'b> Controller<'b> {
 
         let depth = ADMIN_DEPTH.min(u16::try_from(cap.mqes()).unwrap_or(u16::MAX));
         let aq = Queue::new(bdev.as_ref(), regs.clone(), 0, depth)?;
+        params::inject(bdev.as_ref(), 2)?;
 
         // One vector for the admin queue for now; MSI-X first, then MSI, then INTx, then
         // polling if the platform gives us no interrupt at all.
@@ -159,11 +161,17 @@ impl<'b> Controller<'b> {
             instance,
             id: None,
         };
+        ctrl.inject(3)?;
         ctrl.setup_admin_irq()?;
+        ctrl.inject(4)?;
         ctrl.enable(cap)?;
+        ctrl.inject(5)?;
         ctrl.identify(cap)?;
+        ctrl.inject(6)?;
         ctrl.setup_io_queues(cap)?;
+        ctrl.inject(12)?;
         ctrl.scan_namespaces()?;
+        ctrl.inject(13)?;
         Ok(ctrl)
     }
 
@@ -248,6 +256,10 @@ impl<'b> Controller<'b> {
         Self::wait_csts(pdev, regs, csts::RDY, 0, cap.timeout_ms())
     }
 
+    fn inject(&self, step: u32) -> Result {
+        params::inject(self.pdev.as_ref(), step)
+    }
+
     /// Registers the admin queue's handler on vector 0.
     fn setup_admin_irq(&mut self) -> Result {
         let name = CString::try_from_fmt(fmt!("rnvme{}q0", self.instance.id()))?;
@@ -287,6 +299,7 @@ impl<'b> Controller<'b> {
             Command::set_num_queues(want, want),
             "Set Features (Number of Queues)",
         )?;
+        self.inject(7)?;
         let nsqa = (granted & 0xffff) + 1;
         let ncqa = (granted >> 16) + 1;
         let granted = u32::from(want).min(nsqa).min(ncqa);
@@ -303,6 +316,7 @@ impl<'b> Controller<'b> {
             .or_else(|_| IrqSet::alloc(self.pdev, 1, 1, all, None))
             .ok();
         self.setup_admin_irq()?;
+        self.inject(8)?;
         let Some(nvec) = self.irqs.as_ref().map(|i| i.len()) else {
             dev_warn!(
                 self.pdev.as_ref(),
@@ -318,6 +332,7 @@ impl<'b> Controller<'b> {
         for qid in 1..=nr_io {
             let vector = if nvec > 1 { u32::from(qid) } else { 0 };
             queues.push(self.create_io_queue(qid, depth, vector)?, GFP_KERNEL)?;
+            self.inject(if qid == 1 { 9 } else { 10 })?;
         }
         let irq_map = match self.irqs.as_ref().map(|i| i.kind()) {
             Some(IrqKind::MsiX | IrqKind::Msi) if nvec > 1 => Some((self.pdev.as_ref(), 1)),
@@ -332,6 +347,7 @@ impl<'b> Controller<'b> {
             irq_map,
             queues,
         )?);
+        self.inject(11)?;
         let kind = self.irqs.as_ref().map_or("polled", |i| i.kind().name());
         dev_info!(
             self.pdev.as_ref(),

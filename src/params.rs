@@ -35,6 +35,13 @@ pub(crate) fn validate() -> Result {
             "",
         ),
         check("io_queues", p::io_queues.value(), 0, 65534, ""),
+        check(
+            "probe_fault_step",
+            p::probe_fault_step.value(),
+            0,
+            PROBE_FAULT_STEPS,
+            "",
+        ),
     ];
     if checks.iter().all(|&ok| ok) {
         Ok(())
@@ -61,6 +68,19 @@ pub(crate) fn io_queue_depth() -> u32 {
 /// Smallest transfer described with an SGL (0: PRPs only).
 pub(crate) fn sgl_threshold() -> u32 {
     p::sgl_threshold.value()
+}
+
+/// Probe steps at which [`inject`] can fail the probe.
+pub(crate) const PROBE_FAULT_STEPS: u32 = 13;
+
+/// For tests: fails with `EIO` at probe step `step` if `probe_fault_step` names it, so every
+/// error path of the probe can be exercised in turn.
+pub(crate) fn inject(dev: &kernel::device::Device, step: u32) -> Result {
+    if p::probe_fault_step.value() == step {
+        dev_warn!(dev, "injected probe failure at step {step}\n");
+        return Err(EIO);
+    }
+    Ok(())
 }
 
 /// Most I/O queues, 0 for one per CPU.

@@ -1,0 +1,44 @@
+# SPDX-License-Identifier: GPL-2.0
+# A probe that fails half way unwinds cleanly: with probe_fault_step=N the probe of every
+# controller fails at its Nth step (BAR mapped, admin queue allocated, vectors allocated,
+# handler registered, controller enabled, identified, queue count set, vectors reallocated,
+# first and last I/O queue created, tag set created, queues done, disks added). After each,
+# nothing may be left: no binding, IRQ, BAR or disk; kmemleak (in finish, on the debug
+# kernel) checks memory. Then a normal load binds everything and serves I/O.
+. /guest/lib.sh
+CTRLS=${CTRLS:-2}
+STEPS=13
+ok=1
+n=1
+while [ $n -le $STEPS ]; do
+	dmesg -c >/dev/null
+	if ! insmod /lib/rnvme.ko probe_fault_step=$n; then
+		fail probe_failure_unwinds "insmod failed at step $n"
+		ok=0
+		break
+	fi
+	hit=$(dmesg | grep -c "injected probe failure at step $n\$")
+	left=$(bound_to rnvme | count)
+	irqs=$(grep -c rnvme /proc/interrupts)
+	bars=$(grep -c rnvme /proc/iomem)
+	disks=$(ls /dev | grep -c '^rnvme')
+	rmmod rnvme
+	if [ "$hit" != "$CTRLS" ] || [ "$left$irqs$bars$disks" != 0000 ]; then
+		fail probe_failure_unwinds "step $n: hit $hit/$CTRLS, left bound $left, irqs $irqs, bars $bars, disks $disks"
+		ok=0
+	fi
+	n=$((n + 1))
+done
+[ $ok = 1 ] && pass "probe_failure_unwinds_at_each_of_${STEPS}_steps"
+dmesg -c >/dev/null
+if insmod /lib/rnvme.ko probe_fault_step=$((STEPS + 1)) 2>/dev/null; then
+	fail probe_fault_step_validated "step $((STEPS + 1)) accepted"
+	rmmod rnvme
+else
+	pass probe_fault_step_validated
+fi
+check insmod_after_faults insmod /lib/rnvme.ko
+expect_eq all_bound_after_faults "$CTRLS" "$(bound_to rnvme | count)"
+check io_after_faults dd if=/dev/rnvme0n1 of=/dev/null bs=64k count=16 iflag=direct
+check rmmod rmmod rnvme
+finish
