@@ -46,6 +46,20 @@ if [ $status -ne 0 ] && ! grep -q '^test result: FAILED' "$LOGS/host.log"; then
 fi
 
 # --- VM scenarios ----------------------------------------------------------------------
+# guest_results NAME LOG: counts the guest's RNVME-TEST lines.
+guest_results() {
+	local name=$1 line rest
+	while IFS= read -r line; do
+		case $line in
+		"RNVME-TEST PASS "*) ok "$name: ${line#RNVME-TEST PASS }" ;;
+		"RNVME-TEST FAIL "*)
+			rest=${line#RNVME-TEST FAIL }
+			bad "$name: ${rest%%: *}" "${rest#*: }"
+			;;
+		esac
+	done < <(grep -aoE 'RNVME-TEST (PASS|FAIL) .*' "$2" | tr -d '\r')
+}
+
 # run_vm NAME FLAVOUR QEMU-OPTIONS... -- GUEST-COMMAND
 run_vm() {
 	local name=$1 flavour=$2
@@ -58,15 +72,7 @@ run_vm() {
 	"$RNVME_ROOT/qemu/run" --flavour "$flavour" --quiet --log "$log" "$@" \
 		>"$LOGS/$name.run.log" 2>&1
 	local rc=$?
-	while IFS= read -r line; do
-		case $line in
-		"RNVME-TEST PASS "*) ok "$name: ${line#RNVME-TEST PASS }" ;;
-		"RNVME-TEST FAIL "*)
-			local rest=${line#RNVME-TEST FAIL }
-			bad "$name: ${rest%%: *}" "${rest#*: }"
-			;;
-		esac
-	done < <(grep -aoE 'RNVME-TEST (PASS|FAIL) .*' "$log" | tr -d '\r')
+	guest_results "$name" "$log"
 	case $rc in
 	0 | 1) ok "$name: guest finished, kernel log clean" ;;
 	3) bad "$name: guest finished, kernel log clean" "kernel reported problems:
@@ -171,15 +177,7 @@ hotplug_test() {
 	wait $runner
 	local rc=$?
 	rm -f "$qmp"
-	while IFS= read -r line; do
-		case $line in
-		"RNVME-TEST PASS "*) ok "$name: ${line#RNVME-TEST PASS }" ;;
-		"RNVME-TEST FAIL "*)
-			local rest=${line#RNVME-TEST FAIL }
-			bad "$name: ${rest%%: *}" "${rest#*: }"
-			;;
-		esac
-	done < <(grep -aoE 'RNVME-TEST (PASS|FAIL) .*' "$log" | tr -d '\r')
+	guest_results "$name" "$log"
 	case $rc in
 	0 | 1) ok "$name: guest finished, kernel log clean" ;;
 	*) bad "$name: guest finished, kernel log clean" "qemu/run exited $rc: $(tail -3 "$LOGS/$name.run.log" | tr '\n' ' ')" ;;
