@@ -64,6 +64,10 @@ cpus=$(grep -c ^processor /proc/cpuinfo)
 expect_eq io_queue_handlers_registered "$((CTRLS * cpus))" "$(irq_names '[1-9][0-9]*' | count)"
 expect_eq one_disk_per_namespace "$((CTRLS * NS))" "$(ls /dev | grep -cE '^rnvme[0-9]+n[0-9]+$')"
 
+# I/O completes through whichever vectors the queues ended up on (MSI-X, or shared INTx).
+check io_reads_complete dd if=/dev/rnvme0n1 of=/dev/null bs=64k count=64 iflag=direct
+check io_writes_complete dd if=/dev/zero of=/dev/rnvme0n1 bs=64k count=64 oflag=direct
+
 # --- sysfs unbind / bind -------------------------------------------------------------
 dev=$(bound_to rnvme | head -1)
 serial=$(identify_lines | grep "$dev" | sed -E 's/.*serial "([^"]*)".*/\1/')
