@@ -81,7 +81,7 @@ fi
 
 # --- dd round trips, direct both ways ---------------------------------------------------
 dd if=/dev/urandom of=/tmp/rand bs=1M count=8 2>/dev/null
-for bs in $LBA 4096 65536 1048576; do
+for bs in $(printf '%s\n' $LBA 4096 65536 1048576 | sort -nu); do
 	count=$((8 * 1048576 / bs))
 	if dd if=/tmp/rand of=$DEV bs=$bs count=$count oflag=direct 2>/dev/null &&
 		dd if=$DEV of=/tmp/back bs=$bs count=$count iflag=direct 2>/dev/null &&
