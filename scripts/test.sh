@@ -120,14 +120,23 @@ flush_test() {
 		--backend image --image-dir "$dir" --size 64M --pidfile "$dir/qemu.pid" \
 		--trace 'pci_nvme_flush*' --trace-file "$dir/trace" \
 		-- 'sh /guest/flush.sh' >"$LOGS/$name.run.log" 2>&1 &
-	local runner=$! sum="" i
-	for i in $(seq 600); do
-		sum=$(grep -aoE 'RNVME-FSYNC-DONE [0-9a-f]{64}' "$log" 2>/dev/null | cut -d' ' -f2)
+	local runner=$! sum="" i=0
+	# Up to 5 minutes for the guest to say fsync returned, then QEMU is killed at once.
+	while [ $i -lt 1500 ]; do
+		sum=$(grep -aoE 'RNVME-FSYNC-DONE [0-9a-f]{64}' "$log" 2>/dev/null | cut -d' ' -f2 || true)
 		[ -n "$sum" ] && break
 		kill -0 $runner 2>/dev/null || break
 		sleep 0.2
+		i=$((i + 1))
 	done
-	[ -f "$dir/qemu.pid" ] && kill -9 "$(cat "$dir/qemu.pid")" 2>/dev/null
+	echo "watcher: stopped after $i polls; fsync line: ${sum:-missing}" >"$LOGS/$name.watcher.log"
+	# QEMU writes its pid file as it starts; kill it whatever happened, so nothing hangs.
+	i=0
+	while [ $i -lt 100 ] && [ ! -s "$dir/qemu.pid" ] && kill -0 $runner 2>/dev/null; do
+		sleep 0.1
+		i=$((i + 1))
+	done
+	[ -s "$dir/qemu.pid" ] && kill -9 "$(cat "$dir/qemu.pid")" 2>/dev/null
 	wait $runner 2>/dev/null
 	if [ -z "$sum" ]; then
 		bad "$name: fsync returned in the guest" "no RNVME-FSYNC-DONE (log: $log)"
