@@ -14,6 +14,8 @@ mod ctrl;
 mod driver;
 #[path = "src/fmt.rs"]
 mod fmt;
+#[path = "src/hw.rs"]
+mod hw;
 #[path = "src/ioq.rs"]
 mod ioq;
 #[path = "src/kernel_ext/mod.rs"]
@@ -26,6 +28,8 @@ mod params;
 mod queue;
 #[path = "src/regs.rs"]
 mod regs;
+#[path = "src/reset.rs"]
+mod reset;
 #[path = "src/spec/mod.rs"]
 #[allow(dead_code)]
 mod spec;

@@ -436,6 +436,18 @@ mod io_commands {
             Some(BlockError::NoSpace)
         );
     }
+
+    #[test]
+    fn host_aborted_is_retried_unless_dnr() {
+        let s = Status::HOST_ABORTED;
+        assert_eq!(s.block_error(), Some(BlockError::Io));
+        assert!(s.retryable());
+        assert_eq!(s.name(), "aborted by host");
+        let d = Status::HOST_ABORTED_DNR;
+        assert!(d.dnr());
+        assert!(!d.retryable());
+        assert_eq!(d.block_error(), Some(BlockError::Io));
+    }
 }
 
 mod sgl {

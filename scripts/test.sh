@@ -228,6 +228,14 @@ for flavour in $FLAVOURS; do
 		mkdir -p "$img/errors"
 		run_vm "errors-$flavour" "$flavour" --ctrls 2 --backend image --image-dir "$img/errors" \
 			--size 64M --blkdebug "$RNVME_ROOT/qemu/guest/errors.rules" -- 'sh /guest/errors.sh'
+		# I/O slower than its timeout: abort, controller reset, bounded retries.
+		mkdir -p "$img/timeout"
+		run_vm "timeout-$flavour" "$flavour" --ctrls 1 --ns 2 --backend image \
+			--image-dir "$img/timeout" --size 64M --slow-ns 2 --slow-ms 5000 \
+			-- 'sh /guest/timeout.sh'
+		# A controller that stops answering under fio: I/O fails within seconds, unbind
+		# is clean, a rebind after it answers again probes it.
+		run_vm "dead-$flavour" "$flavour" --ctrls 1 -- 'sh /guest/dead.sh'
 		# A namespace formatted with metadata is skipped, not mis-sized.
 		run_vm "meta-$flavour" "$flavour" --ctrls 1 --ns-args ms=8 -- 'sh /guest/meta.sh'
 		run_vm "lba4k-$flavour" "$flavour" --ctrls 1 --lba 4096 --backend image \
@@ -256,6 +264,11 @@ for flavour in $FLAVOURS; do
 		run_vm "io-$flavour" "$flavour" --ctrls 1 --ns 2 --backend image --timeout 1800 \
 			--image-dir "$img/io-debug" --size 128M \
 			-- 'NS=2 QUICK=1 FIO_SIZE=8M sh /guest/io.sh'
+		# Timeouts and resets with lockdep, KASAN and kmemleak watching.
+		mkdir -p "$img/timeout-debug"
+		run_vm "timeout-$flavour" "$flavour" --ctrls 1 --ns 2 --backend image --timeout 1200 \
+			--image-dir "$img/timeout-debug" --size 64M --slow-ns 2 --slow-ms 5000 \
+			-- 'sh /guest/timeout.sh'
 		# A probe failing at each of its steps unwinds cleanly (kmemleak and the other
 		# checkers watching).
 		run_vm "probefail-$flavour" "$flavour" --ctrls 2 --timeout 1200 \

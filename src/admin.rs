@@ -20,7 +20,7 @@ use kernel::{
     new_mutex, new_spinlock_irq, pci,
     prelude::*,
     sync::{
-        atomic::{Atomic, Relaxed},
+        atomic::{Atomic, Full, Relaxed},
         Arc, Mutex, SpinLockIrq,
     },
 };
@@ -35,6 +35,8 @@ pub(crate) enum CmdError {
     Status(Status),
     /// No completion within the timeout. The controller may still own the command's buffers.
     Timeout,
+    /// Taken back by a controller reset (or refused while one runs).
+    Reset,
     /// Could not be submitted.
     Kernel(Error),
 }
@@ -50,6 +52,7 @@ impl From<CmdError> for Error {
         match e {
             CmdError::Status(_) => EIO,
             CmdError::Timeout => ETIMEDOUT,
+            CmdError::Reset => EIO,
             CmdError::Kernel(e) => e,
         }
     }
@@ -60,6 +63,7 @@ impl fmt::Display for CmdError {
         match self {
             CmdError::Status(s) => write!(f, "{s}"),
             CmdError::Timeout => write!(f, "timed out"),
+            CmdError::Reset => write!(f, "cancelled by a controller reset"),
             CmdError::Kernel(e) => write!(f, "error {}", e.to_errno()),
         }
     }
@@ -73,6 +77,8 @@ struct Pending {
     result: Option<Completion>,
     /// Generation counter for the next command id.
     generation: u16,
+    /// The command in flight was taken back by a reset.
+    cancelled: bool,
 }
 
 /// The admin queue and its command slot.
@@ -89,10 +95,25 @@ pub(crate) struct AdminQueue<'b> {
     pending: SpinLockIrq<Pending>,
     #[pin]
     done: Event,
+    /// The controller is being reset: refuse new commands until the rings are reset.
+    stopped: Atomic<bool>,
+    /// Abort command slots in use, one bit each.
+    aborts: Atomic<u32>,
+    /// What each abort slot aborts: command id << 16 | submission queue id.
+    abort_target: [Atomic<u32>; ABORT_SLOTS],
 }
 
-/// Command ids with this bit set are reserved for asynchronous event requests.
+/// A reserved abort slot.
+pub(crate) struct AbortSlot(usize);
+
+/// Command ids with this bit set are reserved for commands not sent by [`AdminQueue::execute`]:
+/// aborts now, asynchronous event requests later.
 const CID_ASYNC: u16 = 0x8000;
+/// Command ids of Abort commands: this plus the slot number.
+const CID_ABORT: u16 = CID_ASYNC | 0x100;
+/// Aborts outstanding at once, at most (the controller's own limit, ACL + 1, may be lower).
+/// With the synchronous slot this stays far below the admin queue's depth.
+pub(crate) const ABORT_SLOTS: usize = 4;
 
 impl<'b> AdminQueue<'b> {
     pub(crate) fn new(
@@ -106,8 +127,16 @@ impl<'b> AdminQueue<'b> {
                 queue,
                 polled: Atomic::new(polled),
                 exec <- new_mutex!(()),
-                pending <- new_spinlock_irq!(Pending { cid: None, result: None, generation: 0 }),
+                pending <- new_spinlock_irq!(Pending {
+                    cid: None,
+                    result: None,
+                    generation: 0,
+                    cancelled: false,
+                }),
                 done <- Event::new(),
+                stopped: Atomic::new(false),
+                aborts: Atomic::new(0),
+                abort_target: [const { Atomic::new(0) }; ABORT_SLOTS],
             }),
             GFP_KERNEL,
         )
@@ -128,6 +157,10 @@ impl<'b> AdminQueue<'b> {
     }
 
     fn complete(&self, cqe: Completion) {
+        if cqe.cid & !0xff == CID_ABORT {
+            self.abort_done(cqe);
+            return;
+        }
         let mut p = self.pending.lock();
         if p.cid == Some(cqe.cid) {
             p.cid = None;
@@ -155,12 +188,16 @@ impl<'b> AdminQueue<'b> {
         timeout_ms: u32,
     ) -> Result<Completion, CmdError> {
         let _serial = self.exec.lock();
+        if self.stopped.load(Relaxed) {
+            return Err(CmdError::Reset);
+        }
         {
             let mut p = self.pending.lock();
             p.generation = p.generation.wrapping_add(1) & !CID_ASYNC;
             let cid = p.generation;
             p.cid = Some(cid);
             p.result = None;
+            p.cancelled = false;
             cmd.set_cid(cid);
         }
         self.done.reinit();
@@ -179,12 +216,109 @@ impl<'b> AdminQueue<'b> {
         match p.result.take() {
             Some(cqe) if cqe.status().is_success() => Ok(cqe),
             Some(cqe) => Err(CmdError::Status(cqe.status())),
+            None if p.cancelled => Err(CmdError::Reset),
             None => {
                 // Forget the id, so a late completion is reported and ignored.
                 p.cid = None;
                 Err(CmdError::Timeout)
             }
         }
+    }
+
+    /// Reserves an abort slot for command `cid` on submission queue `sqid`. Fails when
+    /// `limit` aborts (at most [`ABORT_SLOTS`]) are already outstanding or a reset is running.
+    pub(crate) fn claim_abort(&self, sqid: u16, cid: u16, limit: u32) -> Result<AbortSlot> {
+        if self.stopped.load(Relaxed) {
+            return Err(EBUSY);
+        }
+        let limit = limit.clamp(1, ABORT_SLOTS as u32);
+        loop {
+            let cur = self.aborts.load(Relaxed);
+            let free = (!cur).trailing_zeros();
+            if free >= limit {
+                return Err(EBUSY);
+            }
+            if self.aborts.cmpxchg(cur, cur | 1 << free, Full).is_ok() {
+                let slot = free as usize;
+                self.abort_target[slot].store(u32::from(cid) << 16 | u32::from(sqid), Relaxed);
+                return Ok(AbortSlot(slot));
+            }
+        }
+    }
+
+    /// Sends the Abort reserved by [`Self::claim_abort`] without waiting for it; its
+    /// completion is logged.
+    pub(crate) fn send_abort(&self, slot: AbortSlot) -> Result {
+        let target = self.abort_target[slot.0].load(Relaxed);
+        let mut cmd = Command::abort(target as u16, (target >> 16) as u16);
+        cmd.set_cid(CID_ABORT | slot.0 as u16);
+        self.queue.submit(&cmd, true).inspect_err(|_| {
+            self.release_abort(slot.0);
+        })
+    }
+
+    fn release_abort(&self, slot: usize) {
+        let mut cur = self.aborts.load(Relaxed);
+        while let Err(now) = self.aborts.cmpxchg(cur, cur & !(1 << slot), Full) {
+            cur = now;
+        }
+    }
+
+    /// An Abort completed. Dword 0 bit 0 clear means the command was aborted (it completes
+    /// with status "aborted by request"); set means the controller did not abort it.
+    fn abort_done(&self, cqe: Completion) {
+        let slot = usize::from(cqe.cid & 0xff);
+        if slot >= ABORT_SLOTS || self.aborts.load(Relaxed) & (1 << slot) == 0 {
+            dev_warn!(
+                self.pdev.as_ref(),
+                "ignoring completion of unknown abort {:#x}\n",
+                cqe.cid
+            );
+            return;
+        }
+        let target = self.abort_target[slot].load(Relaxed);
+        self.release_abort(slot);
+        let (sqid, cid) = (target & 0xffff, target >> 16);
+        let status = cqe.status();
+        if !status.is_success() {
+            dev_warn!(
+                self.pdev.as_ref(),
+                "abort of command {cid:#x} on queue {sqid} failed: {status}\n"
+            );
+        } else if cqe.result & 1 == 0 {
+            dev_warn!(
+                self.pdev.as_ref(),
+                "abort of command {cid:#x} on queue {sqid}: aborted\n"
+            );
+        } else {
+            dev_warn!(
+                self.pdev.as_ref(),
+                "abort of command {cid:#x} on queue {sqid}: not aborted by the controller\n"
+            );
+        }
+    }
+
+    /// A reset has disabled the controller: the command in flight (if any) and outstanding
+    /// aborts will never complete. Wakes the waiter with [`CmdError::Reset`] and refuses new
+    /// commands until [`Self::restart`].
+    pub(crate) fn cancel(&self) {
+        self.stopped.store(true, Relaxed);
+        self.aborts.store(0, Relaxed);
+        let mut p = self.pending.lock();
+        if p.cid.take().is_some() {
+            p.cancelled = true;
+            drop(p);
+            self.done.complete();
+        }
+    }
+
+    /// Empties the rings for a re-enabled controller and accepts commands again.
+    pub(crate) fn restart(&self) -> Result {
+        // No command is in flight once `exec` is ours: `cancel` woke any waiter.
+        let _serial = self.exec.lock();
+        self.queue.reset()?;
+        self.stopped.store(false, Relaxed);
+        Ok(())
     }
 
     /// Waits for the interrupt handler to complete the pending command. Every second without

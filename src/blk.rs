@@ -10,10 +10,11 @@
 //! status, or requeues it when the device says a retry may succeed.
 
 use crate::{
+    hw::Hw,
     ioq::{IoQueue, LIST_ENTRIES},
-    kernel_ext::blk::{BlkOps, BlkStatus, ReqOp, Request, Tags},
+    kernel_ext::blk::{BlkOps, BlkStatus, ReqOp, Request, TagSetRef, Tags, Timeout},
     ns::Namespace,
-    params,
+    params, reset,
     spec::{
         command::{dsm_range, io_cid, io_opcode, Command, DSM_MAX_RANGES},
         completion::{BlockError, Status},
@@ -35,17 +36,35 @@ const MAX_RETRIES: u32 = 5;
 /// The hardware queues of a controller, indexed by blk-mq hardware queue number.
 pub(crate) type IoQueues<'b> = KVec<Arc<IoQueue<'b>>>;
 
+/// The tag set's data: the queues, and the controller state error recovery needs.
+pub(crate) struct IoSet<'b> {
+    pub(crate) hw: Arc<Hw<'b>>,
+    pub(crate) queues: IoQueues<'b>,
+}
+
 /// Per-request driver state, in the request's private data.
 pub(crate) struct RqState {
     generation: Atomic<u32>,
     status: Atomic<u32>,
     result: Atomic<u32>,
     retries: Atomic<u32>,
+    /// An Abort was sent for this command after its first timeout.
+    aborted: Atomic<bool>,
 }
 
 impl RqState {
     pub(crate) fn generation(&self) -> u32 {
         self.generation.load(Relaxed)
+    }
+
+    /// Marks the command as aborted once; false if it already was.
+    pub(crate) fn mark_aborted(&self) -> bool {
+        !self.aborted.xchg(true, Relaxed)
+    }
+
+    /// The abort could not be sent after all.
+    pub(crate) fn clear_aborted(&self) {
+        self.aborted.store(false, Relaxed);
     }
 
     /// Records the device's completion (from the interrupt handler).
@@ -76,13 +95,13 @@ fn blk_status(e: BlockError) -> BlkStatus {
 pub(crate) struct NvmeBlk;
 
 impl BlkOps for NvmeBlk {
-    type SetData<'a> = IoQueues<'a>;
+    type SetData<'a> = IoSet<'a>;
     type Queue<'a> = IoQueue<'a>;
     type DiskData<'a> = Namespace<'a>;
     type Rq = RqState;
 
-    fn queue<'a>(set: &'a IoQueues<'a>, index: u32) -> Option<&'a IoQueue<'a>> {
-        set.get(index as usize).map(|q| &**q)
+    fn queue<'a>(set: &'a IoSet<'a>, index: u32) -> Option<&'a IoQueue<'a>> {
+        set.queues.get(index as usize).map(|q| &**q)
     }
 
     fn init_queue(q: &IoQueue<'_>, tags: Tags<Self>) {
@@ -95,10 +114,14 @@ impl BlkOps for NvmeBlk {
             status: Atomic::new(0),
             result: Atomic::new(0),
             retries: Atomic::new(0),
+            aborted: Atomic::new(false),
         }
     }
 
     fn queue_rq(q: &IoQueue<'_>, rq: &Request<Self>, last: bool) -> BlkStatus {
+        if q.is_dead() {
+            return BlkStatus::IoErr;
+        }
         let ns = rq.disk();
         if rq.first_issue() {
             rq.data().retries.store(0, Relaxed);
@@ -111,6 +134,7 @@ impl BlkOps for NvmeBlk {
         let generation = st.generation.load(Relaxed).wrapping_add(1);
         st.generation.store(generation, Relaxed);
         st.status.store(0, Relaxed);
+        st.aborted.store(false, Relaxed);
         let mut cmd = cmd;
         cmd.set_cid(io_cid::encode(rq.tag(), generation));
         rq.start();
@@ -141,6 +165,10 @@ impl BlkOps for NvmeBlk {
         }
         ns.log_error(rq.op(), rq.sector(), status, tries);
         rq.end(blk_status(err));
+    }
+
+    fn timeout(set: TagSetRef<'_, Self>, q: &IoQueue<'_>, rq: &Request<Self>) -> Timeout {
+        reset::timeout(set, q, rq)
     }
 }
 

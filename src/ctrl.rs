@@ -8,8 +8,9 @@
 //! CSTS.SHST complete), then disable, so the device can no longer touch memory we free.
 
 use crate::{
-    admin::{AdminQueue, CmdError, ADMIN_DEPTH},
-    blk::{IoQueues, NvmeBlk},
+    admin::{AdminQueue, ADMIN_DEPTH},
+    blk::{IoQueues, IoSet, NvmeBlk},
+    hw::Hw,
     ioq::{self, IoQueue},
     kernel_ext::{
         blk::TagSet,
@@ -21,14 +22,13 @@ use crate::{
     regs::{Regs, BAR0_MIN},
     spec::{
         command::{cns, Command},
-        identify::{self, IdentifyController, IdentifyNamespace, IDENTIFY_SIZE, NS_LIST_MAX},
+        identify::{self, IdentifyController, IdentifyNamespace, NS_LIST_MAX},
         regs::{self as r, cc, csts, Cap},
     },
 };
 use kernel::{
     device::{Bound, Core},
-    dma::{self, Coherent, DmaMask},
-    io::Io,
+    dma::{self, DmaMask},
     irq::{Handler, IrqReturn},
     page::PAGE_SHIFT,
     pci,
@@ -107,15 +107,11 @@ pub(crate) struct Controller<'b> {
     tagset: Option<TagSet<'b, NvmeBlk>>,
     /// I/O queues created on the device (ids 1..=io_queues), deleted on teardown.
     io_queues: u16,
-    admin: Arc<AdminQueue<'b>>,
-    regs: Arc<Regs<'b>>,
+    hw: Arc<Hw<'b>>,
     pdev: &'b pci::Device<Bound>,
     instance: Instance,
     id: Option<IdentifyController>,
 }
-
-/// Ticks to wait between CSTS polls.
-const POLL_US: i64 = 1000;
 
 impl<'b> Controller<'b> {
     /// Probes one controller: everything from PCI set-up to identify.
@@ -136,7 +132,7 @@ impl<'b> Controller<'b> {
         let regs = Arc::new(Regs::new(bar), GFP_KERNEL)?;
         let cap = Self::check_cap(bdev, &regs)?;
         // The controller may still run from firmware or a previous driver.
-        Self::disable(bdev, &regs, cap)?;
+        Self::disable_early(bdev, &regs, cap)?;
 
         let depth = ADMIN_DEPTH.min(u16::try_from(cap.mqes()).unwrap_or(u16::MAX));
         let aq = Queue::new(bdev.as_ref(), regs.clone(), 0, depth)?;
@@ -151,12 +147,12 @@ impl<'b> Controller<'b> {
         };
         let irqs = IrqSet::alloc(bdev, 1, 1, types, None).ok();
         let admin = AdminQueue::new(bdev, aq, irqs.is_none())?;
+        let hw = Hw::new(bdev, regs, admin, cap, instance.id())?;
         let mut ctrl = Controller {
             irqs,
             tagset: None,
             io_queues: 0,
-            admin,
-            regs,
+            hw,
             pdev: bdev,
             instance,
             id: None,
@@ -164,7 +160,7 @@ impl<'b> Controller<'b> {
         ctrl.inject(3)?;
         ctrl.setup_admin_irq()?;
         ctrl.inject(4)?;
-        ctrl.enable(cap)?;
+        ctrl.hw.enable()?;
         ctrl.inject(5)?;
         ctrl.identify(cap)?;
         ctrl.inject(6)?;
@@ -205,55 +201,35 @@ impl<'b> Controller<'b> {
         Ok(cap)
     }
 
-    /// Waits until `CSTS & mask == want`, at most `CAP.TO` (or `ms`), failing on fatal status.
-    fn wait_csts(
-        pdev: &pci::Device<Bound>,
-        regs: &Regs<'_>,
-        mask: u32,
-        want: u32,
-        ms: u32,
-    ) -> Result {
+    /// Disables a controller found enabled at probe, before [`Hw`] exists: the same steps
+    /// as [`Hw::disable`], on the bare registers.
+    fn disable_early(pdev: &pci::Device<Bound>, regs: &Regs<'_>, cap: Cap) -> Result {
+        let c = regs.cc();
+        if c & cc::EN != 0 {
+            regs.set_cc(c & !cc::EN);
+        }
         let start = Instant::<Monotonic>::now();
-        // The spec's timeout is a worst case; allow at least half a second for emulators.
-        let limit = Delta::from_millis(i64::from(ms.max(500)));
+        let limit = Delta::from_millis(i64::from(cap.timeout_ms().max(500)));
         loop {
             let s = regs.csts();
             if r::device_gone(s) {
                 dev_err!(pdev.as_ref(), "device gone (CSTS all ones)\n");
                 return Err(ENODEV);
             }
-            if s & mask == want {
+            if s & csts::RDY == 0 {
                 return Ok(());
-            }
-            if s & csts::CFS != 0 && want != 0 {
-                dev_err!(pdev.as_ref(), "controller fatal status (CSTS {:#x})\n", s);
-                return Err(EIO);
             }
             if start.elapsed() > limit {
                 dev_err!(
                     pdev.as_ref(),
-                    "timeout after {} ms waiting for CSTS {:#x}/{:#x} (now {:#x})\n",
+                    "controller still ready {} ms after disabling (CSTS {:#x})\n",
                     limit.as_millis(),
-                    want,
-                    mask,
                     s
                 );
                 return Err(ETIMEDOUT);
             }
-            fsleep(Delta::from_micros(POLL_US));
+            fsleep(Delta::from_micros(1000));
         }
-    }
-
-    /// Clears CC.EN and waits for CSTS.RDY to drop: the controller stops all DMA.
-    fn disable(pdev: &pci::Device<Bound>, regs: &Regs<'_>, cap: Cap) -> Result {
-        let c = regs.cc();
-        if c & cc::EN != 0 {
-            regs.set_cc(c & !cc::EN);
-        } else if regs.csts() & csts::RDY == 0 {
-            return Ok(());
-        }
-        // With EN already clear but RDY still set, the controller is finishing a reset.
-        Self::wait_csts(pdev, regs, csts::RDY, 0, cap.timeout_ms())
     }
 
     fn inject(&self, step: u32) -> Result {
@@ -263,23 +239,12 @@ impl<'b> Controller<'b> {
     /// Registers the admin queue's handler on vector 0.
     fn setup_admin_irq(&mut self) -> Result {
         let name = CString::try_from_fmt(fmt!("rnvme{}q0", self.instance.id()))?;
-        let admin = self.admin.clone();
+        let admin = self.hw.admin.clone();
         if let Some(irqs) = self.irqs.as_mut() {
             irqs.request(0, name, QueueIrq::Admin(admin))?;
-            self.admin.set_polled(false);
+            self.hw.admin.set_polled(false);
         }
         Ok(())
-    }
-
-    /// Runs an admin command without data; logs failures.
-    fn admin_cmd(&self, cmd: Command, what: &str) -> Result<u32> {
-        match self.admin.execute(cmd, params::admin_timeout_ms()) {
-            Ok(c) => Ok(c.result),
-            Err(e) => {
-                dev_err!(self.pdev.as_ref(), "{what} failed: {e}\n");
-                Err(e.into())
-            }
-        }
     }
 
     /// Asks for one I/O queue pair per CPU, reallocates the interrupt vectors (one for the
@@ -295,17 +260,11 @@ impl<'b> Controller<'b> {
             n => n.min(cpus),
         }
         .clamp(1, 65534) as u16;
-        let granted = self.admin_cmd(
-            Command::set_num_queues(want, want),
-            "Set Features (Number of Queues)",
-        )?;
+        let granted = u32::from(self.hw.set_num_queues(want)?);
         self.inject(7)?;
-        let nsqa = (granted & 0xffff) + 1;
-        let ncqa = (granted >> 16) + 1;
-        let granted = u32::from(want).min(nsqa).min(ncqa);
 
         // Vectors are allocated all at once: give up the admin queue's, poll meanwhile.
-        self.admin.set_polled(true);
+        self.hw.admin.set_polled(true);
         self.irqs = None;
         let all = IrqTypes {
             msix: true,
@@ -340,12 +299,16 @@ impl<'b> Controller<'b> {
         };
         let timeout = msecs_to_jiffies(params::io_timeout_ms()) as u32;
         // One slot of each queue stays empty: a full ring would look empty to the device.
+        let set = IoSet {
+            hw: self.hw.clone(),
+            queues,
+        };
         self.tagset = Some(TagSet::new(
             u32::from(nr_io),
             u32::from(depth) - 1,
             timeout,
             irq_map,
-            queues,
+            set,
         )?);
         self.inject(11)?;
         let kind = self.irqs.as_ref().map_or("polled", |i| i.kind().name());
@@ -363,19 +326,8 @@ impl<'b> Controller<'b> {
 
     /// Creates I/O queue pair `qid` on the device, completing on `vector`.
     fn create_io_queue(&mut self, qid: u16, depth: u16, vector: u32) -> Result<Arc<IoQueue<'b>>> {
-        let q = IoQueue::new(self.pdev, self.regs.clone(), qid, depth)?;
-        let v = vector as u16;
-        self.admin_cmd(
-            Command::create_io_cq(qid, depth, q.queue.cq_dma(), v, true),
-            "Create I/O Completion Queue",
-        )?;
-        if let Err(e) = self.admin_cmd(
-            Command::create_io_sq(qid, depth, q.queue.sq_dma(), qid),
-            "Create I/O Submission Queue",
-        ) {
-            let _ = self.admin_cmd(Command::delete_io_cq(qid), "Delete I/O Completion Queue");
-            return Err(e);
-        }
+        let q = IoQueue::new(self.pdev, self.hw.regs.clone(), qid, depth, vector as u16)?;
+        self.hw.create_io_queue(&q)?;
         self.io_queues = qid;
         let name = CString::try_from_fmt(fmt!("rnvme{}q{}", self.instance.id(), qid))?;
         if let Some(irqs) = self.irqs.as_mut() {
@@ -389,8 +341,8 @@ impl<'b> Controller<'b> {
     fn delete_io_queues(&mut self) {
         let timeout = params::admin_timeout_ms().min(5000);
         for qid in (1..=self.io_queues).rev() {
-            let sq = self.admin.execute(Command::delete_io_sq(qid), timeout);
-            let cq = self.admin.execute(Command::delete_io_cq(qid), timeout);
+            let sq = self.hw.admin.execute(Command::delete_io_sq(qid), timeout);
+            let cq = self.hw.admin.execute(Command::delete_io_cq(qid), timeout);
             if sq.is_err() || cq.is_err() {
                 // The controller is not answering: shutdown and disable follow anyway.
                 break;
@@ -409,7 +361,7 @@ impl<'b> Controller<'b> {
         }
         let inst = self.instance.id();
         for nsid in self.active_namespaces(&id)? {
-            let data = self.admin_read(
+            let data = self.hw.admin_read(
                 Command::identify(cns::NAMESPACE, nsid, 0),
                 "Identify Namespace",
             )?;
@@ -467,7 +419,7 @@ impl<'b> Controller<'b> {
 
     /// The active namespace ids, parsed and checked.
     fn active_namespaces(&self, id: &IdentifyController) -> Result<KVec<u32>> {
-        let data = self.admin_read(
+        let data = self.hw.admin_read(
             Command::identify(cns::ACTIVE_NS_LIST, 0, 0),
             "Identify Active Namespace List",
         )?;
@@ -483,51 +435,9 @@ impl<'b> Controller<'b> {
         Ok(out)
     }
 
-    /// Programs the admin queue and enables the controller.
-    fn enable(&mut self, cap: Cap) -> Result {
-        let q = self.admin.queue();
-        self.regs.set_aqa(r::aqa(u32::from(q.depth())));
-        self.regs.set_asq(q.sq_dma());
-        self.regs.set_acq(q.cq_dma());
-        let css = if cap.css() & r::CAP_CSS_NVM != 0 {
-            cc::CSS_NVM
-        } else {
-            cc::CSS_CSI
-        };
-        self.regs.set_cc(r::cc_enable(PAGE_SHIFT as u32, css));
-        Self::wait_csts(
-            self.pdev,
-            &self.regs,
-            csts::RDY,
-            csts::RDY,
-            cap.timeout_ms(),
-        )
-    }
-
-    /// Runs an admin command that transfers up to one page into a fresh DMA buffer and
-    /// returns a copy of the data.
-    fn admin_read(&self, cmd: Command, what: &str) -> Result<KVec<u8>> {
-        let buf = Coherent::<u8>::zeroed_slice(self.pdev.as_ref(), IDENTIFY_SIZE, GFP_KERNEL)?;
-        let cmd = cmd.with_prp(buf.dma_address(), 0);
-        match self.admin.execute(cmd, params::admin_timeout_ms()) {
-            Ok(_) => {}
-            Err(e) => {
-                dev_err!(self.pdev.as_ref(), "{what} failed: {e}\n");
-                if e == CmdError::Timeout {
-                    // The device may still write into `buf`: stop it before `buf` is freed.
-                    let _ = Self::disable(self.pdev, &self.regs, self.regs.cap());
-                }
-                return Err(e.into());
-            }
-        }
-        let mut out = KVec::from_elem(0u8, IDENTIFY_SIZE, GFP_KERNEL)?;
-        (&buf).copy_to_slice(&mut out);
-        Ok(out)
-    }
-
     /// Identify Controller and the active namespace list; logs one line per controller.
     fn identify(&mut self, cap: Cap) -> Result {
-        let data = self.admin_read(
+        let data = self.hw.admin_read(
             Command::identify(cns::CONTROLLER, 0, 0),
             "Identify Controller",
         )?;
@@ -538,7 +448,7 @@ impl<'b> Controller<'b> {
 
         let n = self.active_namespaces(&id)?.len();
 
-        let (maj, min, ter) = r::version(self.regs.vs());
+        let (maj, min, ter) = r::version(self.hw.regs.vs());
         let irq = match &self.irqs {
             Some(irqs) => irqs.kind().name(),
             None => "polled",
@@ -558,26 +468,9 @@ impl<'b> Controller<'b> {
             MdtsDisplay(mdts_kib),
             irq
         );
+        self.hw.set_abort_limit(id.acl);
         self.id = Some(id);
         Ok(())
-    }
-
-    /// Normal shutdown, then disable. Safe to call more than once.
-    fn shutdown(&self) {
-        let regs = &self.regs;
-        let s = regs.csts();
-        if r::device_gone(s) {
-            return;
-        }
-        let c = regs.cc();
-        if c & cc::EN != 0 && s & csts::RDY != 0 && s & csts::CFS == 0 {
-            regs.set_cc((c & !cc::SHN_MASK) | cc::SHN_NORMAL);
-            // RTD3 entry latency would be the precise bound; 5 s is the C driver's default.
-            if Self::wait_csts(self.pdev, regs, csts::SHST_MASK, csts::SHST_CMPLT, 5000).is_err() {
-                dev_warn!(self.pdev.as_ref(), "shutdown did not complete; disabling\n");
-            }
-        }
-        let _ = Self::disable(self.pdev, regs, regs.cap());
     }
 }
 
@@ -588,7 +481,7 @@ impl Drop for Controller<'_> {
             ts.remove_disks();
         }
         self.delete_io_queues();
-        self.shutdown();
+        self.hw.shutdown();
         // Handlers go before the queues they reap (field order does the rest).
         self.irqs = None;
         self.tagset = None;

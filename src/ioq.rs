@@ -42,6 +42,10 @@ pub(crate) struct IoQueue<'b> {
     lists: Coherent<[ListPage]>,
     /// Completions that named no request in flight (logged, then counted).
     bad_completions: Atomic<u32>,
+    /// Interrupt vector its completion queue signals.
+    vector: u16,
+    /// The controller is dead: fail requests instead of submitting them.
+    dead: Atomic<bool>,
 }
 
 impl<'b> IoQueue<'b> {
@@ -50,6 +54,7 @@ impl<'b> IoQueue<'b> {
         regs: Arc<Regs<'b>>,
         qid: u16,
         depth: u16,
+        vector: u16,
     ) -> Result<Arc<Self>> {
         let queue = Queue::new(pdev.as_ref(), regs, qid, depth)?;
         let lists = Coherent::<ListPage>::zeroed_slice(pdev.as_ref(), depth as usize, GFP_KERNEL)?;
@@ -60,6 +65,8 @@ impl<'b> IoQueue<'b> {
                 tags: SetOnce::new(),
                 lists,
                 bad_completions: Atomic::new(0),
+                vector,
+                dead: Atomic::new(false),
             },
             GFP_KERNEL,
         )?)
@@ -69,6 +76,18 @@ impl<'b> IoQueue<'b> {
         // The tag set is created once per controller; a second call (another namespace's
         // request queue sharing it) brings the same tags.
         let _ = self.tags.populate(tags);
+    }
+
+    pub(crate) fn vector(&self) -> u16 {
+        self.vector
+    }
+
+    pub(crate) fn is_dead(&self) -> bool {
+        self.dead.load(Relaxed)
+    }
+
+    pub(crate) fn set_dead(&self) {
+        self.dead.store(true, Relaxed);
     }
 
     /// Bus address of the list page of `tag`.

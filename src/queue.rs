@@ -17,7 +17,7 @@ use crate::{
 use kernel::{
     device::{Bound, Device},
     dma::Coherent,
-    io::{io_project, io_read, Io},
+    io::{io_project, io_read, io_write, Io},
     new_spinlock, new_spinlock_irq,
     prelude::*,
     sync::{
@@ -141,6 +141,24 @@ impl<'b> Queue<'b> {
             self.regs.ring(self.db.sq, sq.tail);
             sq.rung = sq.tail;
         }
+    }
+
+    /// Returns the queue to its state at creation, for a controller that was disabled and is
+    /// enabled again (which resets its own head and tail pointers to 0). The old completion
+    /// entries are cleared: their phase tags would otherwise look new on the first pass.
+    pub(crate) fn reset(&self) -> Result {
+        {
+            let mut sq = self.sq_state.lock();
+            sq.tail = 0;
+            sq.rung = 0;
+        }
+        let mut cq = self.cq_state.lock();
+        for i in 0..self.depth as usize {
+            io_write!(&self.cq, [try: i][try: 3], 0);
+        }
+        cq.head = 0;
+        cq.phase = true;
+        Ok(())
     }
 
     /// Reads the entry at `head` if its phase tag says it is new.

@@ -98,6 +98,18 @@ pub(crate) trait BlkOps: Sized + 'static {
     fn commit_rqs(q: &Self::Queue<'_>);
     /// Completion, in the context blk-mq chose, after [`Request::complete`].
     fn complete(rq: &Request<Self>);
+    /// `rq` has been in flight for longer than the queue's timeout. Runs in process context
+    /// (blk-mq's timeout work) and may sleep; `set` is the tag set `rq` belongs to.
+    fn timeout(set: TagSetRef<'_, Self>, q: &Self::Queue<'_>, rq: &Request<Self>) -> Timeout;
+}
+
+/// What the driver did about a request that timed out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Timeout {
+    /// The request was completed (or will be, by the driver): do not re-arm its timer.
+    Done,
+    /// Give the request another timeout period (e.g. an abort was sent for it).
+    ResetTimer,
 }
 
 /// Driver-private data blk-mq allocates behind every `struct request` (`cmd_size`).
@@ -308,6 +320,13 @@ impl<T: BlkOps> Request<T> {
         unsafe { bindings::blk_mq_end_request(self.raw(), status as bindings::blk_status_t) };
     }
 
+    /// Whether the request is in flight: issued to the driver and not completed yet.
+    pub(crate) fn in_flight(&self) -> bool {
+        // SAFETY: `state` is updated atomically by blk-mq; reading it is always allowed.
+        let state = unsafe { core::ptr::read_volatile(&raw const (*self.raw()).state) };
+        state == bindings::mq_rq_state_MQ_RQ_IN_FLIGHT
+    }
+
     /// Puts the request back on the queue to be issued again (a retry).
     pub(crate) fn requeue(&self) {
         // SAFETY: the request is owned by the driver and not mapped any more.
@@ -483,6 +502,84 @@ impl<'a, T: BlkOps> TagSet<'a, T> {
     fn raw(&self) -> *mut bindings::blk_mq_tag_set {
         self.set.get()
     }
+
+    /// A handle for error recovery: quiescing, cancelling requests, the driver's set data.
+    #[allow(dead_code, reason = "used by the reset ioctl")]
+    pub(crate) fn handle(&self) -> TagSetRef<'_, T> {
+        TagSetRef {
+            // SAFETY: `set` is a live, pinned allocation (invariant), so never null.
+            set: unsafe { NonNull::new_unchecked(self.raw()) },
+            _p: PhantomData,
+        }
+    }
+}
+
+/// A borrowed tag set, as error recovery needs it.
+///
+/// # Invariants
+///
+/// `set` is a tag set created by [`TagSet::new`] for `T`, alive for `'s`.
+pub(crate) struct TagSetRef<'s, T: BlkOps> {
+    set: NonNull<bindings::blk_mq_tag_set>,
+    _p: PhantomData<(&'s (), T)>,
+}
+
+impl<'s, T: BlkOps> TagSetRef<'s, T> {
+    /// The driver's data of the set.
+    pub(crate) fn data(&self) -> &'s T::SetData<'s> {
+        // SAFETY: `driver_data` points to the set's `SetHeader`, which outlives the set
+        // (type invariant of `TagSet`).
+        unsafe { &(*(*self.set.as_ptr()).driver_data.cast::<SetHeader<'s, T>>()).data }
+    }
+
+    /// Stops blk-mq from calling `queue_rq` on any queue of the set; returns once no call
+    /// is running. Requests keep queueing (and requeued ones wait) until [`Self::unquiesce`].
+    pub(crate) fn quiesce(&self) {
+        // SAFETY: the set is alive (invariant).
+        unsafe { bindings::blk_mq_quiesce_tagset(self.set.as_ptr()) };
+    }
+
+    /// Lets blk-mq dispatch again and runs the queues.
+    pub(crate) fn unquiesce(&self) {
+        // SAFETY: the set is alive (invariant).
+        unsafe { bindings::blk_mq_unquiesce_tagset(self.set.as_ptr()) };
+    }
+
+    /// Calls `f` for every request of the set that is in flight (issued, not completed).
+    /// `f` may complete the request.
+    pub(crate) fn for_each_in_flight(&self, f: &mut dyn FnMut(&Request<T>)) {
+        let mut f = f;
+        let data = (&raw mut f).cast::<c_void>();
+        // SAFETY: the set is alive (invariant); `data` points to `f`, which outlives the
+        // call; `Self::iter` is only called during it.
+        unsafe { bindings::blk_mq_tagset_busy_iter(self.set.as_ptr(), Some(Self::iter), data) };
+    }
+
+    /// # Safety
+    ///
+    /// `data` is the `&mut &mut dyn FnMut` passed by [`Self::for_each_in_flight`]; `rq` a
+    /// started request of the set.
+    unsafe extern "C" fn iter(rq: *mut bindings::request, data: *mut c_void) -> bool {
+        // SAFETY: see the function's safety section.
+        let (f, rq) = unsafe {
+            (
+                &mut *data.cast::<&mut dyn FnMut(&Request<T>)>(),
+                Request::<T>::from_raw(rq),
+            )
+        };
+        // Started covers completed ones too: leave those to their completion.
+        if rq.in_flight() {
+            f(rq);
+        }
+        true
+    }
+
+    /// Waits until every request completed with [`Request::complete`] has been handed to
+    /// [`BlkOps::complete`] and ended or requeued.
+    pub(crate) fn wait_completed(&self) {
+        // SAFETY: the set is alive (invariant).
+        unsafe { bindings::blk_mq_tagset_wait_completed_request(self.set.as_ptr()) };
+    }
 }
 
 impl<T: BlkOps> Drop for TagSet<'_, T> {
@@ -620,6 +717,7 @@ impl<T: BlkOps> Ops<T> {
         init_hctx: Some(Self::init_hctx),
         init_request: Some(Self::init_request),
         map_queues: Some(Self::map_queues),
+        timeout: Some(Self::timeout),
         ..pin_init::zeroed()
     };
 
@@ -659,6 +757,33 @@ impl<T: BlkOps> Ops<T> {
     unsafe extern "C" fn complete(rq: *mut bindings::request) {
         // SAFETY: blk-mq passes a request of our set that we completed.
         T::complete(unsafe { Request::from_raw(rq) })
+    }
+
+    /// # Safety
+    ///
+    /// Only called by blk-mq, for a tag set created by [`TagSet::new`] for `T`.
+    unsafe extern "C" fn timeout(rq: *mut bindings::request) -> bindings::blk_eh_timer_return {
+        // SAFETY: blk-mq passes a request of our set that timed out, holding a reference to
+        // it and to its queue; its hctx was initialized by `init_hctx`.
+        let (q, set, rq) = unsafe {
+            (
+                Self::queue((*rq).mq_hctx),
+                (*(*rq).q).tag_set,
+                Request::from_raw(rq),
+            )
+        };
+        let Some(set) = NonNull::new(set) else {
+            return bindings::blk_eh_timer_return_BLK_EH_RESET_TIMER;
+        };
+        // The tag set outlives its request queues, so it is alive during this call.
+        let set = TagSetRef {
+            set,
+            _p: PhantomData,
+        };
+        match T::timeout(set, q, rq) {
+            Timeout::Done => bindings::blk_eh_timer_return_BLK_EH_DONE,
+            Timeout::ResetTimer => bindings::blk_eh_timer_return_BLK_EH_RESET_TIMER,
+        }
     }
 
     /// # Safety

@@ -83,6 +83,8 @@ pub(crate) mod sc {
     /// Media errors (SCT 2).
     pub(crate) const WRITE_FAULT: u8 = 0x80;
     pub(crate) const READ_ERROR: u8 = 0x81;
+    /// Path related (SCT 3): the host aborted the command (controller reset or removal).
+    pub(crate) const HOST_ABORTED: u8 = 0x71;
 }
 
 /// How an I/O error is reported to the block layer (which maps each to an errno).
@@ -108,6 +110,11 @@ pub(crate) enum BlockError {
 
 impl Status {
     pub(crate) const SUCCESS: Status = Status(0);
+    /// What the host reports for a command it took back from the controller (reset): may be
+    /// retried once the controller works again.
+    pub(crate) const HOST_ABORTED: Status = Status(3 << 8 | sc::HOST_ABORTED as u16);
+    /// The same when the controller is gone for good: not retried.
+    pub(crate) const HOST_ABORTED_DNR: Status = Status(1 << 14 | 3 << 8 | sc::HOST_ABORTED as u16);
 
     /// The block layer error for this status (`None` on success), as the C driver's
     /// `nvme_error_status` does: not everything is EIO.
@@ -129,6 +136,8 @@ impl Status {
             }
             // End-to-end guard, application tag and reference tag check errors.
             (StatusType::MediaError, 0x82..=0x84) => BlockError::Protection,
+            // As the C driver: a command the host took back is an I/O error, not a path one.
+            (StatusType::PathRelated, sc::HOST_ABORTED) => BlockError::Io,
             (StatusType::PathRelated, _) => BlockError::Transport,
             _ => BlockError::Io,
         })
@@ -193,6 +202,7 @@ impl Status {
             (StatusType::CommandSpecific, sc::INVALID_VECTOR) => "invalid interrupt vector",
             (StatusType::MediaError, sc::WRITE_FAULT) => "write fault",
             (StatusType::MediaError, sc::READ_ERROR) => "unrecovered read error",
+            (StatusType::PathRelated, sc::HOST_ABORTED) => "aborted by host",
             (StatusType::Generic, _) => "generic error",
             (StatusType::CommandSpecific, _) => "command specific error",
             (StatusType::MediaError, _) => "media error",

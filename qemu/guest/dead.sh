@@ -1,0 +1,65 @@
+# SPDX-License-Identifier: GPL-2.0
+# A controller that stops answering while fio runs on it: the guest clears Memory Space
+# Enable in the controller's PCI command register, so its registers and doorbells vanish
+# from the bus (reads give all ones or zeroes, writes are dropped). Every outstanding and
+# later I/O must fail with an error within seconds, nothing may hang, the device must unbind
+# cleanly, and once the command register is restored a new bind must bring it back.
+. /guest/lib.sh
+
+check insmod insmod /lib/rnvme.ko
+wait_for 20 test -b /dev/rnvme0n1 || fail disk_ready "no /dev/rnvme0n1"
+pci=$(bound_to rnvme | head -1)
+cfg=/sys/bus/pci/devices/$pci/config
+echo 2000 >/sys/block/rnvme0n1/queue/io_timeout
+
+# write_cmd VALUE: writes the 16-bit PCI command register.
+write_cmd() {
+	printf "\\$(printf %03o $(($1 & 0xff)))\\$(printf %03o $(($1 >> 8)))" |
+		dd of="$cfg" bs=1 seek=4 count=2 conv=notrunc 2>/dev/null
+}
+cmd=$((0x$(od -An -tx2 -j4 -N2 "$cfg" | tr -d ' ')))
+echo "PCI command register: $(printf %#x $cmd)"
+
+fio --name=dead --filename=/dev/rnvme0n1 --rw=randrw --bs=4k --iodepth=16 \
+	--ioengine=io_uring --direct=1 --time_based --runtime=300 --size=32M \
+	--output=/tmp/fio.out &
+fio_pid=$!
+sleep 3
+kill -0 $fio_pid 2>/dev/null && pass fio_running || fail fio_running "fio ended early: $(tail -3 /tmp/fio.out)"
+
+start=$(date +%s)
+write_cmd $((cmd & ~2))
+wait $fio_pid
+rc=$?
+elapsed=$(($(date +%s) - start))
+echo "fio ended ${elapsed}s after the device stopped answering (exit $rc)"
+[ $rc -ne 0 ] && pass fio_sees_error || fail fio_sees_error "fio exit status 0"
+grep -qE "err=[ ]*5|Input/output error" /tmp/fio.out && pass fio_error_is_eio ||
+	fail fio_error_is_eio "$(grep -E 'err=' /tmp/fio.out | head -2)"
+[ $elapsed -lt 30 ] && pass outstanding_io_ends_within_30s || fail outstanding_io_ends_within_30s "${elapsed}s"
+dmesg | grep -qE 'rnvme0: (reset failed|.*failing all I/O)' && pass controller_declared_dead ||
+	fail controller_declared_dead "$(dmesg | grep rnvme0 | tail -3)"
+
+# Later I/O fails at once instead of waiting for timeouts.
+start=$(date +%s)
+if dd if=/dev/rnvme0n1 of=/dev/null bs=4k count=1 iflag=direct 2>/dev/null; then
+	fail new_io_fails "read succeeded on a dead controller"
+else
+	pass new_io_fails
+fi
+elapsed=$(($(date +%s) - start))
+[ $elapsed -le 2 ] && pass new_io_fails_fast || fail new_io_fails_fast "${elapsed}s"
+
+start=$(date +%s)
+echo "$pci" >/sys/bus/pci/drivers/rnvme/unbind
+elapsed=$(($(date +%s) - start))
+[ ! -e /dev/rnvme0n1 ] && pass unbind_removes_disk || fail unbind_removes_disk "disk still there"
+[ $elapsed -lt 20 ] && pass unbind_bounded || fail unbind_bounded "${elapsed}s"
+
+# The device answers again: a new bind probes it from scratch.
+write_cmd $cmd
+echo "$pci" >/sys/bus/pci/drivers/rnvme/bind
+wait_for 20 test -b /dev/rnvme0n1 && pass rebind_after_recovery || fail rebind_after_recovery "no disk"
+check read_after_rebind dd if=/dev/rnvme0n1 of=/dev/null bs=64k count=16 iflag=direct
+check rmmod rmmod rnvme
+finish

@@ -1,0 +1,263 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The controller's register-level state and steps, shared by bring-up, reset and teardown.
+//!
+//! [`Hw`] lives in an [`Arc`] held by the [`Controller`](crate::ctrl::Controller) and by the
+//! tag set's data, so blk-mq's timeout handler can reach it to abort a command or reset the
+//! controller. Enabling, disabling and creating I/O queues on the device are the same steps
+//! at probe and after a reset, so they are here once.
+
+use crate::{
+    admin::{AdminQueue, CmdError},
+    ioq::IoQueue,
+    params,
+    regs::Regs,
+    spec::{
+        command::Command,
+        identify::IDENTIFY_SIZE,
+        regs::{self as r, cc, csts, Cap},
+    },
+};
+use kernel::{
+    device::Bound,
+    dma::Coherent,
+    io::Io,
+    new_mutex,
+    page::PAGE_SHIFT,
+    pci,
+    prelude::*,
+    sync::{
+        atomic::{Atomic, Relaxed},
+        Arc, Mutex,
+    },
+    time::{delay::fsleep, Delta, Instant, Monotonic},
+};
+
+/// Controller states, as far as error recovery cares.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u32)]
+pub(crate) enum State {
+    /// Serving I/O.
+    Live = 0,
+    /// A reset is running: timeouts wait for it.
+    Resetting = 1,
+    /// Gone or failed to come back: every I/O fails at once.
+    Dead = 2,
+}
+
+/// Microseconds between CSTS polls.
+const POLL_US: i64 = 1000;
+
+/// The controller's shared hardware state.
+#[pin_data]
+pub(crate) struct Hw<'b> {
+    pub(crate) pdev: &'b pci::Device<Bound>,
+    pub(crate) regs: Arc<Regs<'b>>,
+    pub(crate) admin: Arc<AdminQueue<'b>>,
+    pub(crate) cap: Cap,
+    /// The controller number (`rnvme<N>`).
+    pub(crate) instance: u32,
+    state: Atomic<u32>,
+    /// Aborts the controller accepts at once (Identify ACL + 1), 1 until identified.
+    abort_limit: Atomic<u32>,
+    /// Resets done, for the log and tests.
+    resets: Atomic<u32>,
+    /// Serializes resets.
+    #[pin]
+    pub(crate) reset_lock: Mutex<()>,
+}
+
+impl<'b> Hw<'b> {
+    pub(crate) fn new(
+        pdev: &'b pci::Device<Bound>,
+        regs: Arc<Regs<'b>>,
+        admin: Arc<AdminQueue<'b>>,
+        cap: Cap,
+        instance: u32,
+    ) -> Result<Arc<Self>> {
+        Arc::pin_init(
+            try_pin_init!(Self {
+                pdev,
+                regs,
+                admin,
+                cap,
+                instance,
+                state: Atomic::new(State::Live as u32),
+                abort_limit: Atomic::new(1),
+                resets: Atomic::new(0),
+                reset_lock <- new_mutex!(()),
+            }),
+            GFP_KERNEL,
+        )
+    }
+
+    pub(crate) fn dev(&self) -> &kernel::device::Device<Bound> {
+        self.pdev.as_ref()
+    }
+
+    pub(crate) fn state(&self) -> State {
+        match self.state.load(Relaxed) {
+            0 => State::Live,
+            1 => State::Resetting,
+            _ => State::Dead,
+        }
+    }
+
+    pub(crate) fn set_state(&self, s: State) {
+        self.state.store(s as u32, Relaxed);
+    }
+
+    pub(crate) fn abort_limit(&self) -> u32 {
+        self.abort_limit.load(Relaxed)
+    }
+
+    pub(crate) fn set_abort_limit(&self, acl: u8) {
+        self.abort_limit.store(u32::from(acl) + 1, Relaxed);
+    }
+
+    /// Counts a reset; returns how many there were, this one included.
+    pub(crate) fn count_reset(&self) -> u32 {
+        self.resets.fetch_add(1, Relaxed) + 1
+    }
+
+    /// Waits until `CSTS & mask == want`, at most `ms` (CAP.TO), failing on fatal status or
+    /// a device that reads as all ones.
+    pub(crate) fn wait_csts(&self, mask: u32, want: u32, ms: u32) -> Result {
+        let start = Instant::<Monotonic>::now();
+        // The spec's timeout is a worst case; allow at least half a second for emulators.
+        let limit = Delta::from_millis(i64::from(ms.max(500)));
+        loop {
+            let s = self.regs.csts();
+            if r::device_gone(s) {
+                dev_err!(self.dev(), "device gone (CSTS all ones)\n");
+                return Err(ENODEV);
+            }
+            if s & mask == want {
+                return Ok(());
+            }
+            if s & csts::CFS != 0 && want != 0 {
+                dev_err!(self.dev(), "controller fatal status (CSTS {:#x})\n", s);
+                return Err(EIO);
+            }
+            if start.elapsed() > limit {
+                dev_err!(
+                    self.dev(),
+                    "timeout after {} ms waiting for CSTS {:#x}/{:#x} (now {:#x})\n",
+                    limit.as_millis(),
+                    want,
+                    mask,
+                    s
+                );
+                return Err(ETIMEDOUT);
+            }
+            fsleep(Delta::from_micros(POLL_US));
+        }
+    }
+
+    /// Clears CC.EN and waits for CSTS.RDY to drop: the controller stops all DMA and forgets
+    /// its queues.
+    pub(crate) fn disable(&self) -> Result {
+        let c = self.regs.cc();
+        if c & cc::EN != 0 {
+            self.regs.set_cc(c & !cc::EN);
+        } else if self.regs.csts() & csts::RDY == 0 {
+            return Ok(());
+        }
+        // With EN already clear but RDY still set, the controller is finishing a reset.
+        self.wait_csts(csts::RDY, 0, self.cap.timeout_ms())
+    }
+
+    /// Programs the admin queue and enables the controller (NVMe Base Spec 3.5.1).
+    pub(crate) fn enable(&self) -> Result {
+        let q = self.admin.queue();
+        self.regs.set_aqa(r::aqa(u32::from(q.depth())));
+        self.regs.set_asq(q.sq_dma());
+        self.regs.set_acq(q.cq_dma());
+        let css = if self.cap.css() & r::CAP_CSS_NVM != 0 {
+            cc::CSS_NVM
+        } else {
+            cc::CSS_CSI
+        };
+        self.regs.set_cc(r::cc_enable(PAGE_SHIFT as u32, css));
+        self.wait_csts(csts::RDY, csts::RDY, self.cap.timeout_ms())
+    }
+
+    /// Normal shutdown, then disable. Safe to call more than once.
+    pub(crate) fn shutdown(&self) {
+        let regs = &self.regs;
+        let s = regs.csts();
+        if r::device_gone(s) {
+            return;
+        }
+        let c = regs.cc();
+        if c & cc::EN != 0 && s & csts::RDY != 0 && s & csts::CFS == 0 {
+            regs.set_cc((c & !cc::SHN_MASK) | cc::SHN_NORMAL);
+            // RTD3 entry latency would be the precise bound; 5 s is the C driver's default.
+            if self
+                .wait_csts(csts::SHST_MASK, csts::SHST_CMPLT, 5000)
+                .is_err()
+            {
+                dev_warn!(self.dev(), "shutdown did not complete; disabling\n");
+            }
+        }
+        let _ = self.disable();
+    }
+
+    /// Runs an admin command without data; logs failures.
+    pub(crate) fn admin_cmd(&self, cmd: Command, what: &str) -> Result<u32> {
+        match self.admin.execute(cmd, params::admin_timeout_ms()) {
+            Ok(c) => Ok(c.result),
+            Err(e) => {
+                dev_err!(self.dev(), "{what} failed: {e}\n");
+                Err(e.into())
+            }
+        }
+    }
+
+    /// Runs an admin command that transfers up to one page into a fresh DMA buffer and
+    /// returns a copy of the data.
+    pub(crate) fn admin_read(&self, cmd: Command, what: &str) -> Result<KVec<u8>> {
+        let buf = Coherent::<u8>::zeroed_slice(self.dev(), IDENTIFY_SIZE, GFP_KERNEL)?;
+        let cmd = cmd.with_prp(buf.dma_address(), 0);
+        if let Err(e) = self.admin.execute(cmd, params::admin_timeout_ms()) {
+            dev_err!(self.dev(), "{what} failed: {e}\n");
+            if e == CmdError::Timeout {
+                // The device may still write into `buf`: stop it before `buf` is freed.
+                let _ = self.disable();
+            }
+            return Err(e.into());
+        }
+        let mut out = KVec::from_elem(0u8, IDENTIFY_SIZE, GFP_KERNEL)?;
+        (&buf).copy_to_slice(&mut out);
+        Ok(out)
+    }
+
+    /// Asks for `want` I/O queue pairs (Set Features, Number of Queues); returns how many the
+    /// controller grants, at most `want`.
+    pub(crate) fn set_num_queues(&self, want: u16) -> Result<u16> {
+        let granted = self.admin_cmd(
+            Command::set_num_queues(want, want),
+            "Set Features (Number of Queues)",
+        )?;
+        let nsqa = (granted & 0xffff) + 1;
+        let ncqa = (granted >> 16) + 1;
+        Ok(u32::from(want).min(nsqa).min(ncqa) as u16)
+    }
+
+    /// Creates `q` on the device: its completion queue, then its submission queue.
+    pub(crate) fn create_io_queue(&self, q: &IoQueue<'_>) -> Result {
+        let (qid, depth) = (q.queue.qid(), q.queue.depth());
+        self.admin_cmd(
+            Command::create_io_cq(qid, depth, q.queue.cq_dma(), q.vector(), true),
+            "Create I/O Completion Queue",
+        )?;
+        if let Err(e) = self.admin_cmd(
+            Command::create_io_sq(qid, depth, q.queue.sq_dma(), qid),
+            "Create I/O Submission Queue",
+        ) {
+            let _ = self.admin_cmd(Command::delete_io_cq(qid), "Delete I/O Completion Queue");
+            return Err(e);
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,211 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Error recovery: I/O timeouts, Abort, controller reset, and giving up on a dead device.
+//!
+//! As the C driver (`nvme_timeout`), escalating:
+//!
+//! 1. The device reads as all ones: it is gone. Every request fails, nothing is retried.
+//! 2. CSTS.CFS (controller fatal status): reset at once.
+//! 3. The completion is already in the completion queue (a lost interrupt): reap it.
+//! 4. First timeout of a command: send Abort (bounded by the controller's Abort Command
+//!    Limit) and give the command another timeout period.
+//! 5. Second timeout: reset the controller. Quiesce the queues, disable the controller (it
+//!    stops all DMA), reap what completed, take every command still in flight back with
+//!    "aborted by host" (retried, at most [`MAX_RETRIES`](crate::blk) times per request),
+//!    empty the rings, enable, ask for the same number of queues, re-create them with the
+//!    same memory and vectors, re-identify, and unquiesce. The disks stay.
+//!
+//! If the controller does not come back it is declared dead: queued and new requests fail
+//! with an I/O error until the device is unbound.
+
+use crate::{
+    blk::{IoSet, NvmeBlk},
+    hw::{Hw, State},
+    ioq::IoQueue,
+    kernel_ext::blk::{Request, TagSetRef, Timeout},
+    spec::{
+        command::{cns, io_cid, Command},
+        completion::Status,
+        identify::IdentifyController,
+        regs::{self as r, csts},
+    },
+};
+use kernel::prelude::*;
+
+/// blk-mq's timeout handler for one request.
+pub(crate) fn timeout(
+    set: TagSetRef<'_, NvmeBlk>,
+    q: &IoQueue<'_>,
+    rq: &Request<NvmeBlk>,
+) -> Timeout {
+    let io = set.data();
+    let hw = &io.hw;
+    let (qid, tag) = (q.queue.qid(), rq.tag());
+    let cid = io_cid::encode(tag, rq.data().generation());
+    let s = hw.regs.csts();
+    if r::device_gone(s) {
+        give_up(&set, "device not responding (registers read as all ones)");
+        return Timeout::Done;
+    }
+    if hw.state() == State::Dead {
+        give_up(&set, "controller is dead");
+        return Timeout::Done;
+    }
+    if s & csts::CFS != 0 {
+        let _ = reset(&set, "controller fatal status");
+        return Timeout::Done;
+    }
+    // Did we miss an interrupt?
+    q.process();
+    if !rq.in_flight() {
+        dev_warn!(
+            hw.dev(),
+            "rnvme{}: I/O tag {tag} ({cid:#06x}) QID {qid} timeout, completion polled\n",
+            hw.instance
+        );
+        return Timeout::Done;
+    }
+    if hw.state() == State::Resetting {
+        // The reset takes every request back.
+        return Timeout::ResetTimer;
+    }
+    if rq.data().mark_aborted() {
+        let Ok(slot) = hw.admin.claim_abort(qid, cid, hw.abort_limit()) else {
+            // No abort slot free (or a reset started): try again at the next timeout.
+            rq.data().clear_aborted();
+            return Timeout::ResetTimer;
+        };
+        dev_warn!(
+            hw.dev(),
+            "rnvme{}: I/O tag {tag} ({cid:#06x}) QID {qid} timeout, aborting {:?} of {} bytes\n",
+            hw.instance,
+            rq.op(),
+            rq.bytes()
+        );
+        if hw.admin.send_abort(slot).is_err() {
+            rq.data().clear_aborted();
+        }
+        return Timeout::ResetTimer;
+    }
+    dev_warn!(
+        hw.dev(),
+        "rnvme{}: I/O tag {tag} ({cid:#06x}) QID {qid} timeout after abort, resetting controller\n",
+        hw.instance
+    );
+    let _ = reset(&set, "I/O timeout");
+    Timeout::Done
+}
+
+/// Takes every command in flight back from the controller with `status`.
+fn cancel_in_flight(set: &TagSetRef<'_, NvmeBlk>, status: Status) {
+    set.for_each_in_flight(&mut |rq| {
+        rq.data().set_completion(status, 0);
+        rq.complete();
+    });
+    set.wait_completed();
+}
+
+/// Resets the controller, keeping its disks; see the module documentation.
+pub(crate) fn reset(set: &TagSetRef<'_, NvmeBlk>, why: &str) -> Result {
+    let io = set.data();
+    let hw = &io.hw;
+    let _serial = hw.reset_lock.lock();
+    if hw.state() == State::Dead {
+        return Err(ENODEV);
+    }
+    hw.set_state(State::Resetting);
+    let n = hw.count_reset();
+    dev_warn!(
+        hw.dev(),
+        "rnvme{}: resetting controller ({why}), reset {n}\n",
+        hw.instance
+    );
+    set.quiesce();
+    let stopped = hw.disable();
+    // What completed before the controller stopped is good: deliver it.
+    for q in io.queues.iter() {
+        q.process();
+    }
+    hw.admin.process();
+    hw.admin.cancel();
+    cancel_in_flight(set, Status::HOST_ABORTED);
+
+    match stopped.and_then(|()| restart(io)) {
+        Ok(()) => {
+            hw.set_state(State::Live);
+            set.unquiesce();
+            dev_info!(hw.dev(), "rnvme{}: reset done\n", hw.instance);
+            Ok(())
+        }
+        Err(e) => {
+            dev_err!(
+                hw.dev(),
+                "rnvme{}: reset failed ({}): controller disabled, I/O will fail\n",
+                hw.instance,
+                e.to_errno()
+            );
+            mark_dead(set, hw);
+            Err(e)
+        }
+    }
+}
+
+/// Brings a disabled controller back with the queues it had.
+fn restart(io: &IoSet<'_>) -> Result {
+    let hw = &io.hw;
+    for q in io.queues.iter() {
+        q.queue.reset()?;
+    }
+    hw.admin.restart()?;
+    hw.enable()?;
+    let nr = io.queues.len() as u16;
+    if nr > 0 {
+        let granted = hw.set_num_queues(nr)?;
+        if granted < nr {
+            dev_err!(
+                hw.dev(),
+                "controller now grants {granted} I/O queues, {nr} needed\n"
+            );
+            return Err(EIO);
+        }
+    }
+    for q in io.queues.iter() {
+        hw.create_io_queue(q)?;
+    }
+    let data = hw.admin_read(
+        Command::identify(cns::CONTROLLER, 0, 0),
+        "Identify Controller",
+    )?;
+    let id = IdentifyController::parse(&data).map_err(|e| {
+        dev_err!(hw.dev(), "bad Identify Controller data after reset: {e}\n");
+        EIO
+    })?;
+    hw.set_abort_limit(id.acl);
+    Ok(())
+}
+
+/// Declares the controller dead: stops it, fails what is in flight and what comes later.
+fn mark_dead(set: &TagSetRef<'_, NvmeBlk>, hw: &Hw<'_>) {
+    hw.set_state(State::Dead);
+    for q in set.data().queues.iter() {
+        q.set_dead();
+    }
+    let _ = hw.disable();
+    hw.admin.cancel();
+    cancel_in_flight(set, Status::HOST_ABORTED_DNR);
+    set.unquiesce();
+}
+
+/// The device is gone: fail everything, once.
+fn give_up(set: &TagSetRef<'_, NvmeBlk>, why: &str) {
+    let io = set.data();
+    let hw = &io.hw;
+    let _serial = hw.reset_lock.lock();
+    if hw.state() != State::Dead {
+        dev_err!(hw.dev(), "rnvme{}: {why}: failing all I/O\n", hw.instance);
+        set.quiesce();
+        mark_dead(set, hw);
+    } else {
+        cancel_in_flight(set, Status::HOST_ABORTED_DNR);
+    }
+}
