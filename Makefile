@@ -38,8 +38,7 @@ module:
 	echo "rnvme: built $(OUT)/rnvme.ko"
 
 bench:
-	@echo "rnvme: make bench (rnvme against the C driver) is not written yet; see README.md" >&2
-	@exit 1
+	@scripts/bench.sh
 
 unit-test:
 	@scripts/host-test.sh

@@ -1,0 +1,35 @@
+# SPDX-License-Identifier: GPL-2.0
+# `make bench`, cost per I/O: one vCPU, the icount QEMU plugin counting instructions, and
+# qemu/helpers/iocost doing COST_IOS 4 KiB reads one at a time between two marks, on the
+# C driver, rnvme and null_blk in turn, REPS times. The host pairs the plugin's marks with
+#   RNVME-COST-RUN <run number> <driver> <rep>
+# Controllers in PCI order: 0 for the C driver, 1 for rnvme (null-co).
+. /guest/lib.sh
+
+REPS=${REPS:-5}
+COST_IOS=${COST_IOS:-20000}
+i=0
+for pci in $(nvme_pci_devices | sort); do
+	case $i in 0) drv=nvme ;; *) drv=rnvme ;; esac
+	echo $drv >"/sys/bus/pci/devices/$pci/driver_override"
+	i=$((i + 1))
+done
+insmod /lib/c/nvme-core.ko && insmod /lib/c/nvme.ko && insmod /lib/rnvme.ko || exit 1
+insmod /lib/c/null_blk.ko queue_mode=2 irqmode=0 submit_queues=1 hw_queue_depth=256 \
+	nr_devices=1 gb=1 bs=512 || exit 1
+wait_for 30 test -b /dev/nvme0n1 && wait_for 30 test -b /dev/rnvme0n1 || exit 1
+
+run=0
+rep=1
+while [ $rep -le "$REPS" ]; do
+	if [ $((rep % 2)) -eq 1 ]; then order="nvme rnvme null_blk"; else order="rnvme nvme null_blk"; fi
+	for d in $order; do
+		case $d in nvme) dev=/dev/nvme0n1 ;; rnvme) dev=/dev/rnvme0n1 ;; null_blk) dev=/dev/nullb0 ;; esac
+		run=$((run + 1))
+		echo "RNVME-COST-RUN $run $d $rep"
+		iocost $dev "$COST_IOS" || exit 1
+	done
+	rep=$((rep + 1))
+done
+echo "RNVME-COST-DONE"
+rmmod null_blk rnvme nvme nvme-core

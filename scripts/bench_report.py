@@ -1,0 +1,377 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0
+"""`make bench`, host side: turns the guest's console log (qemu/guest/bench.sh) into
+
+- a JSON file with every sample and the summary,
+- a table (terminal and Markdown) of medians and rnvme/nvme ratios with 95% intervals,
+- a plot of the queue-depth and block-size sweeps (gnuplot).
+
+Ratios are paired by repetition (C and rnvme ran back to back in the same VM), then
+summarised by their median and a 95% percentile-bootstrap interval of that median.
+"""
+
+import argparse
+import base64
+import gzip
+import json
+import os
+import random
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+
+DRIVERS = ("nvme", "rnvme", "null_blk")
+# Metrics: key, title, unit, better ("hi" or "lo").
+METRICS = (
+    ("iops", "IOPS", "", "hi"),
+    ("bw", "bandwidth", "MB/s", "hi"),
+    ("p50", "p50 latency", "us", "lo"),
+    ("p99", "p99 latency", "us", "lo"),
+    ("cpu_per_io", "guest CPU per I/O", "us", "lo"),
+)
+USER_HZ = 100
+
+
+def parse_console(path):
+    """Samples from the console log: one dict per (workload, driver, rep)."""
+    samples = {}
+    cur = None
+    b64 = []
+    with open(path, errors="replace") as f:
+        lines = [l.rstrip("\r\n") for l in f]
+    for line in lines:
+        m = re.search(r"RNVME-BENCH-(RUN|CPU|DD) (\S+) (\S+) (\d+)(.*)$", line)
+        if m:
+            kind, wl, drv, rep, rest = m.groups()
+            key = (wl, drv, int(rep))
+            s = samples.setdefault(key, {"workload": wl, "driver": drv, "rep": int(rep)})
+            vals = rest.split()
+            if kind == "RUN":
+                s["rc"] = int(vals[0])
+                cur = s
+            elif kind == "CPU":
+                s["cpu_busy_ticks"], s["cpu_total_ticks"] = int(vals[0]), int(vals[1])
+            elif kind == "DD" and len(vals) == 2:
+                nbytes, secs = int(vals[0]), float(vals[1])
+                s["rc"] = 0
+                s["bw"] = nbytes / secs / 1e6
+                s["iops"] = nbytes / 1048576 / secs
+                s["ios"] = nbytes // 1048576
+            continue
+        if "RNVME-BENCH-JSON-BEGIN" in line:
+            b64 = []
+            continue
+        if "RNVME-BENCH-JSON-END" in line:
+            if cur is not None:
+                try:
+                    cur.update(fio_metrics(json.loads(gzip.decompress(
+                        base64.b64decode("".join(b64))))))
+                except (ValueError, OSError, KeyError, IndexError) as e:
+                    cur["error"] = f"unreadable fio output: {e}"
+            cur, b64 = None, []
+            continue
+        if cur is not None and re.fullmatch(r"[A-Za-z0-9+/=]+", line):
+            b64.append(line)
+    for s in samples.values():
+        if s.get("ios") and "cpu_busy_ticks" in s:
+            s["cpu_per_io"] = s["cpu_busy_ticks"] / USER_HZ / s["ios"] * 1e6
+    return list(samples.values())
+
+
+def fio_metrics(data):
+    """IOPS, MB/s, I/O count and completion latency percentiles of a group-reported run."""
+    job = data["jobs"][0]
+    r, w = job["read"], job["write"]
+    out = {
+        "iops": r["iops"] + w["iops"],
+        "bw": (r["bw_bytes"] + w["bw_bytes"]) / 1e6,
+        "ios": r["total_ios"] + w["total_ios"],
+        "fio_error": job.get("error", 0),
+    }
+    side = r if r["total_ios"] else w
+    pct = side.get("clat_ns", {}).get("percentile", {})
+    for name, k in (("p50", "50.000000"), ("p99", "99.000000")):
+        if k in pct:
+            out[name] = pct[k] / 1000.0
+    return out
+
+
+def parse_cost(console, marks):
+    """Instructions per I/O from the icount plugin's marks, paired with the guest's runs."""
+    runs = []
+    with open(console, errors="replace") as f:
+        for line in f:
+            m = re.search(r"RNVME-COST-RUN (\d+) (\S+) (\d+)", line)
+            if m:
+                runs.append((int(m.group(1)), m.group(2), int(m.group(3))))
+            m = re.search(r"iocost \S+ (\d+) reads ([0-9.]+) s", line)
+            if m and runs:
+                runs[-1] = runs[-1] + (int(m.group(1)), float(m.group(2)))
+    counts = []
+    with open(marks) as f:
+        for line in f:
+            m = re.match(r"mark \d+ kernel (\d+) user (\d+)", line)
+            if m:
+                counts.append((int(m.group(1)), int(m.group(2))))
+    out = []
+    for run in runs:
+        n = run[0]
+        if len(run) < 5 or len(counts) < 2 * n:
+            continue
+        (k0, u0), (k1, u1) = counts[2 * n - 2], counts[2 * n - 1]
+        ios = run[3]
+        out.append({"driver": run[1], "rep": run[2], "ios": ios, "seconds": run[4],
+                    "kernel_insns_per_io": (k1 - k0) / ios, "user_insns_per_io": (u1 - u0) / ios})
+    return out
+
+
+def cost_table(cost):
+    """Rows of the cost table: per driver median and spread, and the rnvme/nvme ratio."""
+    by = {}
+    for c in cost:
+        by.setdefault(c["driver"], {})[c["rep"]] = c["kernel_insns_per_io"]
+    rows = [["guest kernel instructions per 4k read (QD1)", "median", "spread (max-min)/median",
+             "reps"]]
+    for d in DRIVERS:
+        vals = list(by.get(d, {}).values())
+        if vals:
+            med = statistics.median(vals)
+            rows.append([d, f"{med:.0f}", f"{(max(vals) - min(vals)) / med * 100:.2f}%",
+                         str(len(vals))])
+    c, r = by.get("nvme", {}), by.get("rnvme", {})
+    pairs = [r[k] / c[k] for k in sorted(set(c) & set(r))]
+    ratio = None
+    if pairs:
+        med, lo, hi = bootstrap_median(pairs)
+        ratio = {"median": med, "lo": lo, "hi": hi, "samples": pairs}
+        rows.append(["rnvme / nvme", f"{med:.3f}", f"[{lo:.3f}-{hi:.3f}] 95% interval",
+                     str(len(pairs))])
+    return rows, ratio
+
+
+def bootstrap_median(xs, n=10000, seed=1):
+    """Median of xs and a 95% percentile-bootstrap interval of it (fixed seed: repeatable)."""
+    med = statistics.median(xs)
+    if len(xs) < 2:
+        return med, med, med
+    rnd = random.Random(seed)
+    meds = sorted(statistics.median(rnd.choices(xs, k=len(xs))) for _ in range(n))
+    return med, meds[int(0.025 * n)], meds[int(0.975 * n) - 1]
+
+
+def summarise(samples):
+    by = {}
+    for s in samples:
+        if s.get("rc") == 0 and "error" not in s:
+            by.setdefault(s["workload"], {}).setdefault(s["driver"], {})[s["rep"]] = s
+    summary = {}
+    for wl, drivers in by.items():
+        row = {"workload": wl, "median": {}, "ratio": {}}
+        for d, reps in drivers.items():
+            row["median"][d] = {
+                m: statistics.median([s[m] for s in reps.values() if m in s])
+                for m, *_ in METRICS if any(m in s for s in reps.values())
+            }
+            row["median"][d]["reps"] = len(reps)
+        c, r = drivers.get("nvme", {}), drivers.get("rnvme", {})
+        for m, _t, _u, _b in METRICS:
+            pairs = [r[k][m] / c[k][m] for k in sorted(set(c) & set(r))
+                     if m in c[k] and m in r[k] and c[k][m] > 0]
+            if pairs:
+                med, lo, hi = bootstrap_median(pairs)
+                row["ratio"][m] = {"median": med, "lo": lo, "hi": hi, "samples": pairs}
+        summary[wl] = row
+    return summary
+
+
+def order_key(wl):
+    fixed = ["randread-4k-qd1", "randread-4k-qd32", "randwrite-4k-qd32", "seqread-128k-qd8",
+             "seqwrite-128k-qd8", "seqread-512k-qd4", "dd-1m", "aggregate-2ctrl",
+             "tmpfs-randrw-4k-qd32", "cost-qd1"]
+    if wl in fixed:
+        return (0, fixed.index(wl), 0)
+    m = re.match(r"sweep-(qd|bs)-(\d+)(k?)", wl)
+    if m:
+        return (1 if m.group(1) == "qd" else 2, 0, int(m.group(2)))
+    return (3, 0, 0)
+
+
+def fmt_num(v, metric):
+    if v is None:
+        return "-"
+    if metric == "iops":
+        return f"{v / 1000:.1f}k" if v >= 1000 else f"{v:.0f}"
+    if metric == "bw":
+        return f"{v:.0f}"
+    return f"{v:.1f}"
+
+
+def fmt_ratio(r, better):
+    if r is None:
+        return "-"
+    ok = r["hi"] >= 1.0 if better == "hi" else r["lo"] <= 1.0
+    mark = "" if ok else " !"
+    return f"{r['median']:.2f} [{r['lo']:.2f}-{r['hi']:.2f}]{mark}"
+
+
+def table(summary):
+    """Rows of the results table (a header row first)."""
+    head = ["workload", "IOPS nvme", "IOPS rnvme", "IOPS null_blk", "MB/s rnvme",
+            "IOPS r/c", "MB/s r/c", "p50 r/c", "p99 r/c", "CPU/IO r/c"]
+    rows = [head]
+    for wl in sorted(summary, key=order_key):
+        row = summary[wl]
+        med = row["median"]
+        get = lambda d, m: med.get(d, {}).get(m)
+        rows.append([
+            wl,
+            fmt_num(get("nvme", "iops"), "iops"),
+            fmt_num(get("rnvme", "iops"), "iops"),
+            fmt_num(get("null_blk", "iops"), "iops"),
+            fmt_num(get("rnvme", "bw"), "bw"),
+        ] + [fmt_ratio(row["ratio"].get(m), b) for m, _t, _u, b in METRICS])
+    return rows
+
+
+def print_table(rows, out=sys.stdout):
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    for n, r in enumerate(rows):
+        print("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip(), file=out)
+        if n == 0:
+            print("  ".join("-" * w for w in widths), file=out)
+
+
+def markdown(rows):
+    out = ["| " + " | ".join(rows[0]) + " |", "|" + "|".join("---" for _ in rows[0]) + "|"]
+    out += ["| " + " | ".join(r) + " |" for r in rows[1:]]
+    return "\n".join(out)
+
+
+def plot(summary, path):
+    """Sweeps, C and Rust side by side (and null_blk), with gnuplot. Returns True if drawn."""
+    gp = shutil.which("gnuplot")
+    if not gp:
+        print("bench_report: gnuplot not found, no plot", file=sys.stderr)
+        return False
+    data_dir = os.path.dirname(os.path.abspath(path))
+    files = {}
+    for kind, metric in (("qd", "iops"), ("bs", "bw")):
+        fn = os.path.join(data_dir, f"sweep-{kind}.dat")
+        with open(fn, "w") as f:
+            f.write("# x " + " ".join(f"{d}_med {d}_min {d}_max" for d in DRIVERS) + "\n")
+            points = sorted((order_key(wl)[2], wl) for wl in summary
+                            if wl.startswith(f"sweep-{kind}-"))
+            for x, wl in points:
+                cols = [str(x)]
+                for d in DRIVERS:
+                    med = summary[wl]["median"].get(d, {}).get(metric)
+                    vals = summary[wl].get("_raw", {}).get(d, {}).get(metric, [])
+                    cols += [f"{med:.3f}" if med else "NaN",
+                             f"{min(vals):.3f}" if vals else "NaN",
+                             f"{max(vals):.3f}" if vals else "NaN"]
+                f.write(" ".join(cols) + "\n")
+        files[kind] = fn
+    term = "svg size 1100,450 dynamic font 'sans,11'" if path.endswith(".svg") else \
+        "pngcairo size 1100,450 font 'sans,10'"
+    script = f"""
+set terminal {term}
+set output '{path}'
+set multiplot layout 1,2
+set grid
+set key top left
+set logscale x 2
+set xlabel 'queue depth (4k random read, one job)'
+set ylabel 'IOPS'
+set title 'Queue-depth sweep: median and range of the repetitions'
+plot '{files['qd']}' u 1:2:3:4 w yerrorlines t 'nvme (C)' lc rgb '#1f77b4', \\
+     '' u 1:5:6:7 w yerrorlines t 'rnvme (Rust)' lc rgb '#d62728', \\
+     '' u 1:8:9:10 w yerrorlines t 'null_blk (ceiling)' lc rgb '#7f7f7f' dt 2
+set xlabel 'block size, KiB (random read, QD8)'
+set ylabel 'MB/s'
+set title 'Block-size sweep'
+plot '{files['bs']}' u 1:2:3:4 w yerrorlines t 'nvme (C)' lc rgb '#1f77b4', \\
+     '' u 1:5:6:7 w yerrorlines t 'rnvme (Rust)' lc rgb '#d62728', \\
+     '' u 1:8:9:10 w yerrorlines t 'null_blk (ceiling)' lc rgb '#7f7f7f' dt 2
+unset multiplot
+"""
+    r = subprocess.run([gp], input=script, text=True, capture_output=True)
+    if r.returncode != 0 and "pngcairo" in term:
+        # gnuplot without cairo: the libgd PNG terminal.
+        script = script.replace(term, "png size 1100,450")
+        r = subprocess.run([gp], input=script, text=True, capture_output=True)
+    if r.returncode != 0:
+        print(f"bench_report: gnuplot failed: {r.stderr.strip()}", file=sys.stderr)
+        return False
+    return True
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("console", help="console log of the benchmark VM")
+    p.add_argument("--json", help="write every sample and the summary here")
+    p.add_argument("--markdown", help="write the table as Markdown here")
+    p.add_argument("--plot", help="write the sweep plot here (.png or .svg)")
+    p.add_argument("--cost-console", help="console log of the cost VM (qemu/guest/cost.sh)")
+    p.add_argument("--cost-marks", help="the icount plugin's marks file")
+    p.add_argument("--machine", default="", help="one line describing the machine")
+    p.add_argument("--command", default="make bench", help="the command that made this")
+    a = p.parse_args()
+
+    samples = parse_console(a.console)
+    if not samples:
+        sys.exit("bench_report: no benchmark results in " + a.console)
+    failed = [s for s in samples if s.get("rc", 1) != 0 or "error" in s]
+    summary = summarise(samples)
+    for wl, row in summary.items():
+        raw = {}
+        for s in samples:
+            if s["workload"] == wl and s.get("rc") == 0:
+                for m, *_ in METRICS:
+                    if m in s:
+                        raw.setdefault(s["driver"], {}).setdefault(m, []).append(s[m])
+        row["_raw"] = raw
+    rows = table(summary)
+    print()
+    print_table(rows)
+    print()
+    print("r/c: rnvme / nvme, median of the per-repetition ratios [95% bootstrap interval];")
+    print("     IOPS and MB/s: higher is better; latency and CPU per I/O: lower is better;")
+    print("     '!' marks a ratio whose interval is entirely on the wrong side of 1.00.")
+    cost, cost_rows, cost_ratio = [], None, None
+    if a.cost_console and a.cost_marks:
+        cost = parse_cost(a.cost_console, a.cost_marks)
+        if cost:
+            cost_rows, cost_ratio = cost_table(cost)
+            print()
+            print("Cost per I/O (QEMU TCG plugin count of guest instructions, 1 vCPU):")
+            print_table(cost_rows)
+        else:
+            print("no cost results (icount plugin marks missing)")
+            failed.append({"workload": "cost", "driver": "-", "rep": 0, "error": "no marks"})
+    if failed:
+        print(f"{len(failed)} run(s) failed or were unreadable:")
+        for s in failed[:10]:
+            print(f"  {s['workload']} {s['driver']} rep {s['rep']}: "
+                  f"{s.get('error', 'exit ' + str(s.get('rc')))}")
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump({"machine": a.machine, "command": a.command, "samples": samples,
+                       "summary": summary, "cost_samples": cost, "cost_ratio": cost_ratio},
+                      f, indent=1, sort_keys=True)
+    if a.markdown:
+        with open(a.markdown, "w") as f:
+            f.write(markdown(rows) + "\n")
+            if cost_rows:
+                f.write("\nCost per I/O, counted (QEMU TCG plugin, guest kernel instructions "
+                        "per 4 KiB read at QD1, 1 vCPU):\n\n" + markdown(cost_rows) + "\n")
+    if a.plot:
+        if plot(summary, a.plot):
+            print(f"plot: {a.plot}")
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()
