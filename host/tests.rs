@@ -66,6 +66,25 @@ fn cap_fields_from_qemu() {
 }
 
 #[test]
+fn shadow_doorbells() {
+    use crate::spec::regs::{shadow_len, shadow_need_event, shadow_sq_index};
+    assert_eq!(shadow_sq_index(0, 4), 0);
+    assert_eq!(shadow_sq_index(3, 4), 6);
+    assert_eq!(shadow_sq_index(3, 16), 24);
+    assert_eq!(shadow_len(2, 4), 6);
+    // The controller asked to be told once the tail passes 5.
+    assert!(shadow_need_event(5, 6, 5));
+    assert!(shadow_need_event(5, 9, 3));
+    // Already past it before this update: the controller is still working through the queue.
+    assert!(!shadow_need_event(5, 9, 7));
+    // Not reached yet.
+    assert!(!shadow_need_event(10, 8, 6));
+    // Wrapping around 16 bits.
+    assert!(shadow_need_event(0xffff, 2, 0xfffe));
+    assert!(!shadow_need_event(0xfff0, 2, 0xfffe));
+}
+
+#[test]
 fn doorbells_follow_stride() {
     assert_eq!(regs::sq_tail_doorbell(0, 4), 0x1000);
     assert_eq!(regs::cq_head_doorbell(0, 4), 0x1004);

@@ -14,7 +14,9 @@ use crate::{
     ioq::{IoQueue, LIST_ENTRIES},
     kernel_ext::blk::{BlkOps, BlkStatus, ReqOp, Request, TagSetRef, Tags, Timeout},
     ns::Namespace,
-    params, reset,
+    params,
+    queue::ShadowDoorbells,
+    reset,
     spec::{
         command::{dsm_range, io_cid, io_opcode, Command, DSM_MAX_RANGES},
         completion::{BlockError, Status},
@@ -40,6 +42,8 @@ pub(crate) type IoQueues<'b> = KVec<Arc<IoQueue<'b>>>;
 pub(crate) struct IoSet<'b> {
     pub(crate) hw: Arc<Hw<'b>>,
     pub(crate) queues: IoQueues<'b>,
+    /// Shadow doorbells of the I/O queues, if the controller offers them.
+    pub(crate) shadow: Option<Arc<ShadowDoorbells>>,
 }
 
 /// Per-request driver state, in the request's private data.

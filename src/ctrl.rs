@@ -18,7 +18,7 @@ use crate::{
     },
     ns::Namespace,
     params,
-    queue::Queue,
+    queue::{Queue, ShadowDoorbells},
     regs::{Regs, BAR0_MIN},
     spec::{
         command::{cns, Command},
@@ -135,7 +135,7 @@ impl<'b> Controller<'b> {
         Self::disable_early(bdev, &regs, cap)?;
 
         let depth = ADMIN_DEPTH.min(u16::try_from(cap.mqes()).unwrap_or(u16::MAX));
-        let aq = Queue::new(bdev.as_ref(), regs.clone(), 0, depth)?;
+        let aq = Queue::new(bdev.as_ref(), regs.clone(), 0, depth, None)?;
         params::inject(bdev.as_ref(), 2)?;
 
         // One vector for the admin queue for now; MSI-X first, then MSI, then INTx, then
@@ -287,11 +287,25 @@ impl<'b> Controller<'b> {
         // CAP.MQES >= 2 was checked at probe.
         let depth = params::io_queue_depth().clamp(2, cap.mqes().min(ioq::MAX_DEPTH)) as u16;
 
+        let shadow = match &self.id {
+            Some(id) if id.supports_doorbell_buffer() => Some(ShadowDoorbells::new(
+                self.pdev.as_ref(),
+                nr_io,
+                self.hw.regs.stride(),
+            )?),
+            _ => None,
+        };
         let mut queues = IoQueues::with_capacity(nr_io as usize, GFP_KERNEL)?;
         for qid in 1..=nr_io {
             let vector = if nvec > 1 { u32::from(qid) } else { 0 };
-            queues.push(self.create_io_queue(qid, depth, vector)?, GFP_KERNEL)?;
+            queues.push(
+                self.create_io_queue(qid, depth, vector, shadow.clone())?,
+                GFP_KERNEL,
+            )?;
             self.inject(if qid == 1 { 9 } else { 10 })?;
+        }
+        if let Some(s) = &shadow {
+            self.hw.enable_shadow(s, &queues);
         }
         let irq_map = match self.irqs.as_ref().map(|i| i.kind()) {
             Some(IrqKind::MsiX | IrqKind::Msi) if nvec > 1 => Some((self.pdev.as_ref(), 1)),
@@ -302,6 +316,7 @@ impl<'b> Controller<'b> {
         let set = IoSet {
             hw: self.hw.clone(),
             queues,
+            shadow,
         };
         self.tagset = Some(TagSet::new(
             u32::from(nr_io),
@@ -325,8 +340,15 @@ impl<'b> Controller<'b> {
     }
 
     /// Creates I/O queue pair `qid` on the device, completing on `vector`.
-    fn create_io_queue(&mut self, qid: u16, depth: u16, vector: u32) -> Result<Arc<IoQueue<'b>>> {
-        let q = IoQueue::new(self.pdev, self.hw.regs.clone(), qid, depth, vector as u16)?;
+    fn create_io_queue(
+        &mut self,
+        qid: u16,
+        depth: u16,
+        vector: u32,
+        shadow: Option<Arc<ShadowDoorbells>>,
+    ) -> Result<Arc<IoQueue<'b>>> {
+        let regs = self.hw.regs.clone();
+        let q = IoQueue::new(self.pdev, regs, qid, depth, vector as u16, shadow)?;
         self.hw.create_io_queue(&q)?;
         self.io_queues = qid;
         let name = CString::try_from_fmt(fmt!("rnvme{}q{}", self.instance.id(), qid))?;

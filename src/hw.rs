@@ -11,6 +11,7 @@ use crate::{
     admin::{AdminQueue, CmdError},
     ioq::IoQueue,
     params,
+    queue::ShadowDoorbells,
     regs::Regs,
     spec::{
         command::Command,
@@ -242,6 +243,23 @@ impl<'b> Hw<'b> {
         let nsqa = (granted & 0xffff) + 1;
         let ncqa = (granted >> 16) + 1;
         Ok(u32::from(want).min(nsqa).min(ncqa) as u16)
+    }
+
+    /// Hands the shadow doorbell buffers to the controller and switches `queues` to them. On
+    /// failure the queues keep using MMIO doorbells only.
+    pub(crate) fn enable_shadow(&self, shadow: &ShadowDoorbells, queues: &[Arc<IoQueue<'_>>]) {
+        let (dbs, eis) = shadow.dma();
+        match self.admin_cmd(
+            Command::doorbell_buffer_config(dbs, eis),
+            "Doorbell Buffer Config",
+        ) {
+            Ok(_) => {
+                for q in queues {
+                    q.queue.set_shadow(true);
+                }
+            }
+            Err(_) => dev_warn!(self.dev(), "using MMIO doorbells only\n"),
+        }
     }
 
     /// Creates `q` on the device: its completion queue, then its submission queue.

@@ -6,7 +6,7 @@
 use crate::{
     blk::NvmeBlk,
     kernel_ext::blk::Tags,
-    queue::Queue,
+    queue::{Queue, ShadowDoorbells},
     regs::Regs,
     spec::{command::io_cid, completion::Completion},
 };
@@ -55,8 +55,9 @@ impl<'b> IoQueue<'b> {
         qid: u16,
         depth: u16,
         vector: u16,
+        shadow: Option<Arc<ShadowDoorbells>>,
     ) -> Result<Arc<Self>> {
-        let queue = Queue::new(pdev.as_ref(), regs, qid, depth)?;
+        let queue = Queue::new(pdev.as_ref(), regs, qid, depth, shadow)?;
         let lists = Coherent::<ListPage>::zeroed_slice(pdev.as_ref(), depth as usize, GFP_KERNEL)?;
         Ok(Arc::new(
             Self {

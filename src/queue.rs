@@ -12,7 +12,11 @@
 
 use crate::{
     regs::{Doorbells, Regs},
-    spec::{command::Command, completion::Completion},
+    spec::{
+        command::Command,
+        completion::Completion,
+        regs::{shadow_len, shadow_need_event, shadow_sq_index},
+    },
 };
 use kernel::{
     device::{Bound, Device},
@@ -21,10 +25,65 @@ use kernel::{
     new_spinlock, new_spinlock_irq,
     prelude::*,
     sync::{
-        barrier::{dma_mb, Read},
+        atomic::{Atomic, Relaxed},
+        barrier::{dma_mb, mb, Full, Read, Write},
         Arc, SpinLock, SpinLockIrq,
     },
 };
+
+/// The shadow doorbell and event index buffers of a controller (Doorbell Buffer Config).
+///
+/// With them, the driver posts each new SQ tail and CQ head in memory and writes the MMIO
+/// doorbell only when the controller's event index says it is waiting for one. An emulated
+/// controller polls the buffer while it is busy, so most MMIO writes (each a trap into the
+/// hypervisor or emulator) go away.
+pub(crate) struct ShadowDoorbells {
+    dbs: Coherent<[u32]>,
+    eis: Coherent<[u32]>,
+    stride: usize,
+}
+
+impl ShadowDoorbells {
+    /// Buffers for queues 0..=`max_qid` with doorbell stride `stride` (bytes).
+    pub(crate) fn new(dev: &Device<Bound>, max_qid: u16, stride: usize) -> Result<Arc<Self>> {
+        let len = shadow_len(max_qid, stride);
+        Ok(Arc::new(
+            Self {
+                dbs: Coherent::<u32>::zeroed_slice(dev, len, GFP_KERNEL)?,
+                eis: Coherent::<u32>::zeroed_slice(dev, len, GFP_KERNEL)?,
+                stride,
+            },
+            GFP_KERNEL,
+        )?)
+    }
+
+    /// Bus addresses of the doorbell and event index buffers (page aligned).
+    pub(crate) fn dma(&self) -> (u64, u64) {
+        (self.dbs.dma_address(), self.eis.dma_address())
+    }
+
+    /// Zeroes both buffers, for a controller that is enabled again after a reset.
+    pub(crate) fn clear(&self) -> Result {
+        for i in 0..self.dbs.len() {
+            io_write!(&self.dbs, [try: i], 0);
+            io_write!(&self.eis, [try: i], 0);
+        }
+        Ok(())
+    }
+
+    /// Posts `value` in doorbell `idx`; returns whether the MMIO doorbell must be written too.
+    fn update(&self, idx: usize, value: u16) -> Result<bool> {
+        // The queue entries are written before the shadow doorbell that announces them.
+        dma_mb(Write);
+        let old = u32::from_le(io_read!(&self.dbs, [try: idx])) as u16;
+        io_write!(&self.dbs, [try: idx], u32::from(value).to_le());
+        // The doorbell is written before the event index is read; the controller orders
+        // its event index update before reading the doorbell.
+        mb(Full);
+        let event = u32::from_le(io_read!(&self.eis, [try: idx])) as u16;
+        Ok(shadow_need_event(event, value, old))
+    }
+}
 
 /// A submission queue entry as sixteen dwords (the type DMA memory is allocated in).
 type SqEntry = [u32; 16];
@@ -54,6 +113,10 @@ pub(crate) struct Queue<'b> {
     db: Doorbells,
     sq: Coherent<[SqEntry]>,
     cq: Coherent<[CqEntry]>,
+    /// The controller's shadow doorbells, if it has them (I/O queues only, as the C driver).
+    shadow: Option<Arc<ShadowDoorbells>>,
+    /// The controller was given the shadow buffers (Doorbell Buffer Config succeeded).
+    shadow_on: Atomic<bool>,
     #[pin]
     sq_state: SpinLock<SqState>,
     /// Taken by the interrupt handler and, for polled completion, by process context.
@@ -68,6 +131,7 @@ impl<'b> Queue<'b> {
         regs: Arc<Regs<'b>>,
         qid: u16,
         depth: u16,
+        shadow: Option<Arc<ShadowDoorbells>>,
     ) -> Result<Arc<Self>> {
         if depth < 2 {
             return Err(EINVAL);
@@ -83,6 +147,8 @@ impl<'b> Queue<'b> {
                 db,
                 sq,
                 cq,
+                shadow,
+                shadow_on: Atomic::new(false),
                 sq_state <- new_spinlock!(SqState { tail: 0, rung: 0 }),
                 cq_state <- new_spinlock_irq!(CqState { head: 0, phase: true }),
             }),
@@ -134,11 +200,31 @@ impl<'b> Queue<'b> {
         self.ring_locked(&mut sq);
     }
 
+    /// Starts or stops using the shadow doorbells (after Doorbell Buffer Config, before a
+    /// reset).
+    pub(crate) fn set_shadow(&self, on: bool) {
+        self.shadow_on.store(on && self.shadow.is_some(), Relaxed);
+    }
+
+    /// Whether doorbell `which` (0: SQ tail, 1: CQ head) needs an MMIO write for `value`,
+    /// after posting it in the shadow buffer if shadow doorbells are on.
+    fn need_mmio(&self, which: usize, value: u16) -> bool {
+        match &self.shadow {
+            Some(s) if self.shadow_on.load(Relaxed) => {
+                let idx = shadow_sq_index(self.qid, s.stride) + which * (s.stride / 4);
+                s.update(idx, value).unwrap_or(true)
+            }
+            _ => true,
+        }
+    }
+
     fn ring_locked(&self, sq: &mut SqState) {
         if sq.rung != sq.tail {
             // The MMIO write orders after the entries' memory writes (writel is ordered
             // after prior stores to coherent memory).
-            self.regs.ring(self.db.sq, sq.tail);
+            if self.need_mmio(0, sq.tail) {
+                self.regs.ring(self.db.sq, sq.tail);
+            }
             sq.rung = sq.tail;
         }
     }
@@ -147,6 +233,7 @@ impl<'b> Queue<'b> {
     /// enabled again (which resets its own head and tail pointers to 0). The old completion
     /// entries are cleared: their phase tags would otherwise look new on the first pass.
     pub(crate) fn reset(&self) -> Result {
+        self.set_shadow(false);
         {
             let mut sq = self.sq_state.lock();
             sq.tail = 0;
@@ -193,7 +280,7 @@ impl<'b> Queue<'b> {
             n += 1;
             f(cqe);
         }
-        if n > 0 {
+        if n > 0 && self.need_mmio(1, st.head) {
             self.regs.ring(self.db.cq, st.head);
         }
         n

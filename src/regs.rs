@@ -31,6 +31,11 @@ impl<'b> Regs<'b> {
         regs
     }
 
+    /// Doorbell stride in bytes.
+    pub(crate) fn stride(&self) -> usize {
+        self.stride
+    }
+
     /// Size of the mapped BAR in bytes.
     pub(crate) fn len(&self) -> usize {
         self.len

@@ -156,6 +156,9 @@ fn restart(io: &IoSet<'_>) -> Result {
     for q in io.queues.iter() {
         q.queue.reset()?;
     }
+    if let Some(s) = &io.shadow {
+        s.clear()?;
+    }
     hw.admin.restart()?;
     hw.enable()?;
     let nr = io.queues.len() as u16;
@@ -171,6 +174,9 @@ fn restart(io: &IoSet<'_>) -> Result {
     }
     for q in io.queues.iter() {
         hw.create_io_queue(q)?;
+    }
+    if let Some(s) = &io.shadow {
+        hw.enable_shadow(s, &io.queues);
     }
     let data = hw.admin_read(
         Command::identify(cns::CONTROLLER, 0, 0),

@@ -14,6 +14,7 @@ pub(crate) mod admin_opcode {
     pub(crate) const SET_FEATURES: u8 = 0x09;
     pub(crate) const GET_FEATURES: u8 = 0x0a;
     pub(crate) const ASYNC_EVENT_REQUEST: u8 = 0x0c;
+    pub(crate) const DOORBELL_BUFFER_CONFIG: u8 = 0x7c;
 }
 
 /// NVM command set I/O opcodes.
@@ -160,6 +161,12 @@ impl Command {
 
     pub(crate) fn delete_io_cq(qid: u16) -> Self {
         Self::new(admin_opcode::DELETE_IO_CQ).with_cdw(10, u32::from(qid))
+    }
+
+    /// Doorbell Buffer Config: the shadow doorbell page at `dbs` and the event index page
+    /// at `eis` (both page aligned).
+    pub(crate) fn doorbell_buffer_config(dbs: u64, eis: u64) -> Self {
+        Self::new(admin_opcode::DOORBELL_BUFFER_CONFIG).with_prp(dbs, eis)
     }
 
     /// Abort command `cid` on submission queue `sqid`.

@@ -207,6 +207,12 @@ impl IdentifyController {
     pub(crate) fn supports_sgl(&self) -> bool {
         self.sgls & 0x3 != 0
     }
+
+    /// OACS bit 8: Doorbell Buffer Config (shadow doorbells, mostly offered by emulated
+    /// controllers, where every MMIO write is a trap).
+    pub(crate) fn supports_doorbell_buffer(&self) -> bool {
+        self.oacs & (1 << 8) != 0
+    }
 }
 
 /// One LBA format descriptor.

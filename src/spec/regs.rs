@@ -192,3 +192,21 @@ pub(crate) fn cq_head_doorbell(qid: u16, stride: usize) -> usize {
 pub(crate) fn version(vs: u32) -> (u16, u8, u8) {
     ((vs >> 16) as u16, (vs >> 8) as u8, vs as u8)
 }
+
+/// Index (in dwords) of a queue's SQ tail doorbell in the shadow doorbell and event index
+/// buffers; the CQ head doorbell follows one stride later. `stride` is in bytes.
+pub(crate) fn shadow_sq_index(qid: u16, stride: usize) -> usize {
+    2 * qid as usize * (stride / 4)
+}
+
+/// Dwords of a shadow doorbell buffer for queues 0..=`max_qid`.
+pub(crate) fn shadow_len(max_qid: u16, stride: usize) -> usize {
+    (max_qid as usize + 1) * 2 * (stride / 4)
+}
+
+/// With shadow doorbells, whether moving a doorbell from `old` to `new` passed the event
+/// index the controller published, so it must be told with an MMIO write (NVMe Base Spec
+/// 5.8, the same test as virtio's `vring_need_event`).
+pub(crate) fn shadow_need_event(event_idx: u16, new: u16, old: u16) -> bool {
+    new.wrapping_sub(event_idx).wrapping_sub(1) < new.wrapping_sub(old)
+}
