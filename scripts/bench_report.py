@@ -53,8 +53,12 @@ def parse_console(path):
                 cur = s
             elif kind == "CPU":
                 s["cpu_busy_ticks"], s["cpu_total_ticks"] = int(vals[0]), int(vals[1])
-            elif kind == "DD" and len(vals) == 2:
-                nbytes, secs = int(vals[0]), float(vals[1])
+            elif kind == "DD":
+                try:
+                    nbytes, secs = int(vals[0]), float(vals[1])
+                except (ValueError, IndexError):
+                    s["rc"], s["error"] = 1, "dd failed: " + rest.strip()
+                    continue
                 s["rc"] = 0
                 s["bw"] = nbytes / secs / 1e6
                 s["iops"] = nbytes / 1048576 / secs

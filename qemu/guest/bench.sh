@@ -36,6 +36,7 @@ insmod /lib/c/null_blk.ko queue_mode=2 irqmode=0 submit_queues=$NCPU hw_queue_de
 
 # disk_of PCI: the disk on that controller.
 disk_of() {
+	local b
 	for b in /sys/block/*; do
 		case $(readlink -f "$b") in */$1/*) basename "$b" && return ;; esac
 	done
@@ -66,9 +67,9 @@ busy_total() {
 
 # fio_run WORKLOAD DRIVER REP JOB VAR=VALUE...
 fio_run() {
-	wl=$1 d=$2 rep=$3 job=$4
+	local wl=$1 d=$2 rep=$3 job=$4 rc b0 b1
 	shift 4
-	set -- "$@" NCPU=$NCPU RUNTIME=$RUNTIME RAMP=0
+	set -- "$@" NCPU=$NCPU RUNTIME=$RUNTIME
 	b0=$(busy_total)
 	env "$@" fio --output-format=json --output=/tmp/r.json "$job" >/tmp/fio.err 2>&1
 	rc=$?
@@ -82,9 +83,10 @@ fio_run() {
 }
 
 dd_run() {
-	wl=$1 d=$2 rep=$3
+	local wl=$1 d=$2 rep=$3 b0 b1 out
 	b0=$(busy_total)
-	out=$(dd if="$(dev $d)" of=/dev/null bs=1M count=1024 iflag=direct 2>&1 | tail -1)
+	# coreutils dd (busybox's prints no rate): by path, the shell prefers its applets.
+	out=$(/usr/bin/dd if="$(dev $d)" of=/dev/null bs=1M count=1024 iflag=direct 2>&1 | tail -1)
 	b1=$(busy_total)
 	# "1073741824 bytes (1.1 GB, 1.0 GiB) copied, 1.2345 s, 870 MB/s"
 	echo "$out" | awk -v h="RNVME-BENCH-DD $wl $(name $d) $rep" '{print h, $1, $(NF-3)}'
@@ -97,9 +99,9 @@ order() { if [ $(($1 % 2)) -eq 1 ]; then echo "c r n"; else echo "r c n"; fi; }
 rep=1
 while [ $rep -le "$REPS" ]; do
 	echo "bench: repetition $rep of $REPS"
-	for job in randread-4k-qd1 randread-4k-qd32 randwrite-4k-qd32 seqread-128k-qd8 \
+	for w in randread-4k-qd1 randread-4k-qd32 randwrite-4k-qd32 seqread-128k-qd8 \
 		seqwrite-128k-qd8 seqread-512k-qd4; do
-		for d in $(order $rep); do fio_run $job $d $rep $job.fio DEV="$(dev $d)"; done
+		for d in $(order $rep); do fio_run $w $d $rep $w.fio DEV="$(dev $d)"; done
 	done
 	for qd in $QD_POINTS; do
 		for d in $(order $rep); do fio_run sweep-qd-$qd $d $rep sweep-qd.fio DEV="$(dev $d)" QD=$qd; done

@@ -46,12 +46,12 @@ identify_lines() { dmesg | grep -E 'rnvme[0-9]+: model "' || true; }
 
 # wait_for SECONDS CMD...: retries CMD every 0.1 s.
 wait_for() {
-	n=$(($1 * 10))
+	local tries=$(($1 * 10))
 	shift
-	while [ $n -gt 0 ]; do
+	while [ $tries -gt 0 ]; do
 		"$@" >/dev/null 2>&1 && return 0
 		usleep 100000
-		n=$((n - 1))
+		tries=$((tries - 1))
 	done
 	return 1
 }
