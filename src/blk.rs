@@ -171,6 +171,10 @@ impl BlkOps for NvmeBlk {
         rq.end(blk_status(err));
     }
 
+    fn end_batched(rq: &Request<Self>) {
+        rq.unmap_data(rq.disk().dma_dev());
+    }
+
     fn timeout(set: TagSetRef<'_, Self>, q: &IoQueue<'_>, rq: &Request<Self>) -> Timeout {
         reset::timeout(set, q, rq)
     }

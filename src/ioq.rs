@@ -5,7 +5,7 @@
 
 use crate::{
     blk::NvmeBlk,
-    kernel_ext::blk::Tags,
+    kernel_ext::blk::{CompletionBatch, Tags},
     queue::{Queue, ShadowDoorbells},
     regs::Regs,
     spec::{command::io_cid, completion::Completion},
@@ -102,18 +102,26 @@ impl<'b> IoQueue<'b> {
         Ok(())
     }
 
-    /// Consumes new completions: each valid one completes its request.
+    /// Consumes new completions: each valid one completes its request. Successful ones are
+    /// ended together once the completion queue lock is dropped.
     pub(crate) fn process(&self) -> u32 {
-        self.queue.process_completions(|cqe| self.complete_one(cqe))
+        let mut batch = CompletionBatch::new();
+        self.queue
+            .process_completions(|cqe| self.complete_one(cqe, &mut batch))
     }
 
-    fn complete_one(&self, cqe: Completion) {
+    fn complete_one(&self, cqe: Completion, batch: &mut CompletionBatch<NvmeBlk>) {
         let (tag, generation) = io_cid::decode(cqe.cid);
         let rq = self.tags.as_ref().and_then(|t| t.in_flight(tag));
         match rq {
             Some(rq) if io_cid::current(rq.data().generation(), generation) => {
-                rq.data().set_completion(cqe.status(), cqe.result);
-                rq.complete();
+                let status = cqe.status();
+                rq.data().set_completion(status, cqe.result);
+                if status.is_success() {
+                    rq.complete_batched(batch);
+                } else {
+                    rq.complete();
+                }
             }
             _ => {
                 let n = self.bad_completions.fetch_add(1, Relaxed);

@@ -59,6 +59,9 @@ const REQ_OP_MASK: u32 = 0xff;
 /// `RQF_DONTPREP` (include/linux/blk-mq.h: bit `__RQF_DONTPREP` = 3): the request was
 /// prepared by the driver once; blk-mq clears it when the request is reused.
 const RQF_DONTPREP: u32 = 1 << 3;
+/// `RQF_SPECIAL_PAYLOAD` (bit `__RQF_SPECIAL_PAYLOAD`): the data is `special_vec`,
+/// not the bios.
+const RQF_SPECIAL_PAYLOAD: u32 = 1 << bindings::rqf_flags___RQF_SPECIAL_PAYLOAD;
 
 /// A request's operation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -98,6 +101,9 @@ pub(crate) trait BlkOps: Sized + 'static {
     fn commit_rqs(q: &Self::Queue<'_>);
     /// Completion, in the context blk-mq chose, after [`Request::complete`].
     fn complete(rq: &Request<Self>);
+    /// A request that completed successfully is about to be ended as part of a
+    /// [`CompletionBatch`]: release what the driver holds for it (its DMA mapping).
+    fn end_batched(rq: &Request<Self>);
     /// `rq` has been in flight for longer than the queue's timeout. Runs in process context
     /// (blk-mq's timeout work) and may sleep; `set` is the tag set `rq` belongs to.
     fn timeout(set: TagSetRef<'_, Self>, q: &Self::Queue<'_>, rq: &Request<Self>) -> Timeout;
@@ -115,8 +121,12 @@ pub(crate) enum Timeout {
 /// Driver-private data blk-mq allocates behind every `struct request` (`cmd_size`).
 #[repr(C)]
 struct Pdu<T: BlkOps> {
-    /// Scatterlist entries filled by `blk_rq_map_sg` (0: no data mapped).
+    /// Scatterlist entries filled by `blk_rq_map_sg` (0: no scatterlist mapped).
     nents: Atomic<u32>,
+    /// A single-segment request mapped without the scatterlist: its bus address and length
+    /// (length 0: not mapped this way).
+    single_addr: Atomic<u64>,
+    single_len: Atomic<u32>,
     /// Entries holding DMA segments after `dma_map_sg`.
     mapped: Atomic<u32>,
     drv: T::Rq,
@@ -236,10 +246,57 @@ impl<T: BlkOps> Request<T> {
         }
     }
 
-    /// Maps the request's data for DMA by `dev`, in the scatterlist in its private data.
-    /// Returns the number of DMA segments; [`Self::segments`] then yields them.
+    /// The request's data as one physically contiguous range (page, offset from it,
+    /// length), when it is a single segment that its first bio vector covers entirely.
+    fn single_bvec(&self) -> Option<(*mut bindings::page, usize, u32)> {
+        // SAFETY: the request is owned by the driver; its bio chain and flags are stable.
+        unsafe {
+            let rq = self.raw();
+            if (*rq).nr_phys_segments != 1 || (*rq).rq_flags & RQF_SPECIAL_PAYLOAD != 0 {
+                return None;
+            }
+            let bio = (*rq).bio;
+            if bio.is_null() {
+                return None;
+            }
+            // `mp_bvec_iter_bvec` (a static inline): the current vector of the bio.
+            let iter = (*bio).bi_iter;
+            let bv = &*(*bio).bi_io_vec.add(iter.bi_idx as usize);
+            let len = (bv.bv_len - iter.bi_offset).min(iter.bi_size);
+            if len != (*rq).__data_len {
+                return None;
+            }
+            Some((bv.bv_page, (bv.bv_offset + iter.bi_offset) as usize, len))
+        }
+    }
+
+    /// Maps the request's data for DMA by `dev`: a single segment directly (no scatterlist
+    /// to build or walk, the common case of small I/O, as the C driver does), anything else
+    /// through the scatterlist in its private data. Returns the number of DMA segments;
+    /// [`Self::segments`] then yields them.
     pub(crate) fn map_data(&self, dev: &Device<Bound>) -> Result<u32> {
         let pdu = self.pdu();
+        if let Some((page, offset, len)) = self.single_bvec() {
+            // SAFETY: `page` + `offset` .. `len` is the request's data buffer, which stays
+            // valid until the request ends; `dev` is the bound device doing the DMA.
+            let addr = unsafe {
+                bindings::dma_map_page_attrs(
+                    device_raw(dev),
+                    page,
+                    offset,
+                    len as usize,
+                    self.dma_dir(),
+                    0,
+                )
+            };
+            // `dma_mapping_error` (a static inline) compares with `DMA_MAPPING_ERROR`, ~0.
+            if addr == !0 {
+                return Err(ENOMEM);
+            }
+            pdu.single_addr.store(addr, Relaxed);
+            pdu.single_len.store(len, Relaxed);
+            return Ok(1);
+        }
         let sg = pdu.sg.get().cast::<bindings::scatterlist>();
         // SAFETY: `raw()` is a valid request; physical segments are bounded by the queue
         // limits we set (`max_segments <= MAX_SEGMENTS`).
@@ -279,21 +336,45 @@ impl<T: BlkOps> Request<T> {
     /// The DMA segments (bus address, length) of a request mapped by [`Self::map_data`].
     pub(crate) fn segments(&self) -> impl Iterator<Item = (u64, u32)> + '_ {
         let pdu = self.pdu();
-        let n = pdu.mapped.load(Relaxed) as usize;
+        let single_len = pdu.single_len.load(Relaxed);
+        let single = (single_len != 0).then(|| (pdu.single_addr.load(Relaxed), single_len));
+        let n = if single.is_some() {
+            0
+        } else {
+            pdu.mapped.load(Relaxed) as usize
+        };
         let sg = pdu.sg.get().cast::<bindings::scatterlist>();
-        (0..n.min(MAX_SEGMENTS)).map(move |i| {
-            // SAFETY: entries `0..mapped` were filled by `dma_map_sg_attrs`, and `i` is in
-            // bounds of the array.
-            unsafe {
-                let e = sg.add(i);
-                ((*e).dma_address, (*e).dma_length)
-            }
-        })
+        Iterator::chain(
+            single.into_iter(),
+            (0..n.min(MAX_SEGMENTS)).map(move |i| {
+                // SAFETY: entries `0..mapped` were filled by `dma_map_sg_attrs`, and `i` is in
+                // bounds of the array.
+                unsafe {
+                    let e = sg.add(i);
+                    ((*e).dma_address, (*e).dma_length)
+                }
+            }),
+        )
     }
 
     /// Undoes [`Self::map_data`]; does nothing if nothing is mapped.
     pub(crate) fn unmap_data(&self, dev: &Device<Bound>) {
         let pdu = self.pdu();
+        let single_len = pdu.single_len.xchg(0, Relaxed);
+        if single_len != 0 {
+            // SAFETY: mapped by `map_data` for `dev` in this direction with this length, and
+            // unmapped once (the length was swapped to 0).
+            unsafe {
+                bindings::dma_unmap_page_attrs(
+                    device_raw(dev),
+                    pdu.single_addr.load(Relaxed),
+                    single_len as usize,
+                    self.dma_dir(),
+                    0,
+                )
+            };
+            return;
+        }
         let nents = pdu.nents.xchg(0, Relaxed);
         pdu.mapped.store(0, Relaxed);
         if nents == 0 {
@@ -314,6 +395,20 @@ impl<T: BlkOps> Request<T> {
         unsafe { bindings::blk_mq_complete_request(self.raw()) };
     }
 
+    /// Completes a request the device finished without error, like [`Self::complete`], but
+    /// on this CPU into `batch` when blk-mq allows it (the C driver's `nvme_handle_cqe`):
+    /// the batch ends all its requests at once when dropped.
+    pub(crate) fn complete_batched(&self, batch: &mut CompletionBatch<T>) {
+        // SAFETY: the request is in flight on our queue; on `false` blk-mq leaves its
+        // completion to us, in this context.
+        if unsafe { bindings::blk_mq_complete_request_remote(self.raw()) } {
+            return;
+        }
+        if !batch.add(self) {
+            T::complete(self);
+        }
+    }
+
     /// Ends the request with `status`; the driver must not touch it afterwards.
     pub(crate) fn end(&self, status: BlkStatus) {
         // SAFETY: the request is owned by the driver; its data was unmapped.
@@ -331,6 +426,83 @@ impl<T: BlkOps> Request<T> {
     pub(crate) fn requeue(&self) {
         // SAFETY: the request is owned by the driver and not mapped any more.
         unsafe { bindings::blk_mq_requeue_request(self.raw(), true) };
+    }
+}
+
+/// `RQF_*` flags that keep a request out of a completion batch or ask for a time stamp.
+const RQF_SCHED_TAGS: u32 = 1 << bindings::rqf_flags___RQF_SCHED_TAGS;
+const RQF_NEED_TS: u32 = (1 << bindings::rqf_flags___RQF_IO_STAT)
+    | (1 << bindings::rqf_flags___RQF_STATS)
+    | (1 << bindings::rqf_flags___RQF_USE_SCHED);
+
+/// Requests completed in one pass over a completion queue, ended together by
+/// `blk_mq_end_request_batch` when the batch is dropped: one tag release and one io_uring
+/// completion run per batch instead of per request.
+///
+/// # Invariants
+///
+/// Every request on `iob.req_list` is a request of a tag set for `T`, completed (state
+/// COMPLETE), and is ended exactly once, by [`Self::finish`].
+pub(crate) struct CompletionBatch<T: BlkOps> {
+    iob: bindings::io_comp_batch,
+    _p: PhantomData<T>,
+}
+
+impl<T: BlkOps> CompletionBatch<T> {
+    pub(crate) fn new() -> Self {
+        Self {
+            iob: pin_init::zeroed(),
+            _p: PhantomData,
+        }
+    }
+
+    /// `blk_mq_add_to_batch` (a static inline) for a request without error.
+    fn add(&mut self, rq: &Request<T>) -> bool {
+        let r = rq.raw();
+        // SAFETY: `r` is a completed request the driver owns; the list links are ours
+        // until the batch ends it.
+        unsafe {
+            if (*r).rq_flags & RQF_SCHED_TAGS != 0 || (*r).end_io.is_some() {
+                return false;
+            }
+            // Only this type ever fills `iob`, so `complete` is ours once set.
+            self.iob.complete = Some(Self::finish_raw);
+            self.iob.need_ts |= (*r).rq_flags & RQF_NEED_TS != 0 || !(*(*r).q).elevator.is_null();
+            (*r).__bindgen_anon_1.rq_next = core::ptr::null_mut();
+            let list = &mut self.iob.req_list;
+            if list.tail.is_null() {
+                list.head = r;
+            } else {
+                (*list.tail).__bindgen_anon_1.rq_next = r;
+            }
+            list.tail = r;
+        }
+        true
+    }
+
+    /// # Safety
+    ///
+    /// `iob` holds only requests added by [`Self::add`] for `T`.
+    unsafe extern "C" fn finish_raw(iob: *mut bindings::io_comp_batch) {
+        // SAFETY: see the function's safety section.
+        unsafe {
+            let mut r = (*iob).req_list.head;
+            while !r.is_null() {
+                T::end_batched(Request::from_raw(r));
+                r = (*r).__bindgen_anon_1.rq_next;
+            }
+            bindings::blk_mq_end_request_batch(iob);
+        }
+    }
+}
+
+impl<T: BlkOps> Drop for CompletionBatch<T> {
+    fn drop(&mut self) {
+        if !self.iob.req_list.head.is_null() {
+            // SAFETY: the list holds only requests added by `add` (type invariant); they are
+            // ended here, once.
+            unsafe { Self::finish_raw(&mut self.iob) };
+        }
     }
 }
 
@@ -830,6 +1002,8 @@ impl<T: BlkOps> Ops<T> {
         unsafe {
             let pdu = bindings::blk_mq_rq_to_pdu(rq).cast::<Pdu<T>>();
             (&raw mut (*pdu).nents).write(Atomic::new(0));
+            (&raw mut (*pdu).single_addr).write(Atomic::new(0));
+            (&raw mut (*pdu).single_len).write(Atomic::new(0));
             (&raw mut (*pdu).mapped).write(Atomic::new(0));
             (&raw mut (*pdu).drv).write(T::new_rq());
             (&raw mut (*pdu).sg).write_bytes(0, 1);
