@@ -5,6 +5,8 @@
  * icount QEMU plugin (qemu/plugins/icount.c) watches: the instructions between the two
  * marks are the cost of COUNT reads (syscall, block layer, driver, interrupt, wake-up).
  * Prints the elapsed time too. The offsets are the same on every run (fixed seed).
+ *
+ * iocost mark: just one call of the marker, to bracket another program (fio) with two.
  */
 #define _GNU_SOURCE
 #include <fcntl.h>
@@ -27,10 +29,26 @@ static double now(void)
 	return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
+static void (*map_marker(void))(void)
+{
+	unsigned char *mark = mmap((void *)MARK_VA, 4096, PROT_READ | PROT_WRITE | PROT_EXEC,
+				   MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+	if (mark != (void *)MARK_VA) {
+		perror("mmap marker");
+		exit(1);
+	}
+	mark[0] = 0xc3; /* ret */
+	return (void (*)(void))mark;
+}
+
 int main(int argc, char **argv)
 {
+	if (argc == 2 && argv[1][0] == 'm') {
+		map_marker()();
+		return 0;
+	}
 	if (argc != 3) {
-		fprintf(stderr, "usage: iocost DEV COUNT\n");
+		fprintf(stderr, "usage: iocost DEV COUNT | iocost mark\n");
 		return 2;
 	}
 	long count = atol(argv[2]);
@@ -48,14 +66,7 @@ int main(int argc, char **argv)
 	void *buf;
 	if (posix_memalign(&buf, 4096, 4096))
 		return 1;
-	unsigned char *mark = mmap((void *)MARK_VA, 4096, PROT_READ | PROT_WRITE | PROT_EXEC,
-				   MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
-	if (mark != (void *)MARK_VA) {
-		perror("mmap marker");
-		return 1;
-	}
-	mark[0] = 0xc3; /* ret */
-	void (*marker)(void) = (void (*)(void))mark;
+	void (*marker)(void) = map_marker();
 
 	uint64_t x = 0x9e3779b97f4a7c15ULL;
 	/* Warm up: page tables, caches, the first I/Os' one-time work. */
