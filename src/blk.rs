@@ -23,14 +23,9 @@ use crate::{
         prp, sgl,
     },
 };
-use kernel::{
-    page::PAGE_SIZE,
-    prelude::*,
-    sync::{
-        atomic::{Atomic, Relaxed},
-        Arc,
-    },
-};
+use kernel::{page::PAGE_SIZE, prelude::*, sync::Arc};
+// Per-request state: plain loads and stores (see kernel_ext::blk on why not LKMM atomics).
+use core::sync::atomic::{AtomicBool, AtomicU32, Ordering::Relaxed};
 
 /// Retries of a command the device failed without Do Not Retry.
 const MAX_RETRIES: u32 = 5;
@@ -48,12 +43,12 @@ pub(crate) struct IoSet<'b> {
 
 /// Per-request driver state, in the request's private data.
 pub(crate) struct RqState {
-    generation: Atomic<u32>,
-    status: Atomic<u32>,
-    result: Atomic<u32>,
-    retries: Atomic<u32>,
+    generation: AtomicU32,
+    status: AtomicU32,
+    result: AtomicU32,
+    retries: AtomicU32,
     /// An Abort was sent for this command after its first timeout.
-    aborted: Atomic<bool>,
+    aborted: AtomicBool,
 }
 
 impl RqState {
@@ -63,7 +58,7 @@ impl RqState {
 
     /// Marks the command as aborted once; false if it already was.
     pub(crate) fn mark_aborted(&self) -> bool {
-        !self.aborted.xchg(true, Relaxed)
+        !self.aborted.swap(true, Relaxed)
     }
 
     /// The abort could not be sent after all.
@@ -114,11 +109,11 @@ impl BlkOps for NvmeBlk {
 
     fn new_rq() -> RqState {
         RqState {
-            generation: Atomic::new(0),
-            status: Atomic::new(0),
-            result: Atomic::new(0),
-            retries: Atomic::new(0),
-            aborted: Atomic::new(false),
+            generation: AtomicU32::new(0),
+            status: AtomicU32::new(0),
+            result: AtomicU32::new(0),
+            retries: AtomicU32::new(0),
+            aborted: AtomicBool::new(false),
         }
     }
 

@@ -10,6 +10,7 @@ use crate::{
     regs::Regs,
     spec::{command::io_cid, completion::Completion},
 };
+use core::sync::atomic::{AtomicBool, Ordering};
 use kernel::{
     device::Bound,
     dma::Coherent,
@@ -45,7 +46,7 @@ pub(crate) struct IoQueue<'b> {
     /// Interrupt vector its completion queue signals.
     vector: u16,
     /// The controller is dead: fail requests instead of submitting them.
-    dead: Atomic<bool>,
+    dead: AtomicBool,
 }
 
 impl<'b> IoQueue<'b> {
@@ -67,7 +68,7 @@ impl<'b> IoQueue<'b> {
                 lists,
                 bad_completions: Atomic::new(0),
                 vector,
-                dead: Atomic::new(false),
+                dead: AtomicBool::new(false),
             },
             GFP_KERNEL,
         )?)
@@ -84,11 +85,11 @@ impl<'b> IoQueue<'b> {
     }
 
     pub(crate) fn is_dead(&self) -> bool {
-        self.dead.load(Relaxed)
+        self.dead.load(Ordering::Relaxed)
     }
 
     pub(crate) fn set_dead(&self) {
-        self.dead.store(true, Relaxed);
+        self.dead.store(true, Ordering::Relaxed);
     }
 
     /// Bus address of the list page of `tag`.

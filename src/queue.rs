@@ -18,6 +18,7 @@ use crate::{
         regs::{shadow_len, shadow_need_event, shadow_sq_index},
     },
 };
+use core::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use kernel::{
     device::{Bound, Device},
     dma::Coherent,
@@ -25,7 +26,6 @@ use kernel::{
     new_spinlock, new_spinlock_irq,
     prelude::*,
     sync::{
-        atomic::{Atomic, Relaxed},
         barrier::{dma_mb, mb, Full, Read, Write},
         Arc, SpinLock, SpinLockIrq,
     },
@@ -116,7 +116,9 @@ pub(crate) struct Queue<'b> {
     /// The controller's shadow doorbells, if it has them (I/O queues only, as the C driver).
     shadow: Option<Arc<ShadowDoorbells>>,
     /// The controller was given the shadow buffers (Doorbell Buffer Config succeeded).
-    shadow_on: Atomic<bool>,
+    shadow_on: AtomicBool,
+    /// This queue's SQ tail and CQ head slots in the shadow buffers.
+    shadow_slots: [usize; 2],
     #[pin]
     sq_state: SpinLock<SqState>,
     /// Taken by the interrupt handler and, for polled completion, by process context.
@@ -137,6 +139,10 @@ impl<'b> Queue<'b> {
             return Err(EINVAL);
         }
         let db = regs.doorbells(qid)?;
+        let shadow_slots = shadow.as_ref().map_or([0, 0], |s| {
+            let sq = shadow_sq_index(qid, s.stride);
+            [sq, sq + s.stride / 4]
+        });
         let sq = Coherent::<SqEntry>::zeroed_slice(dev, depth as usize, GFP_KERNEL)?;
         let cq = Coherent::<CqEntry>::zeroed_slice(dev, depth as usize, GFP_KERNEL)?;
         Arc::pin_init(
@@ -148,7 +154,8 @@ impl<'b> Queue<'b> {
                 sq,
                 cq,
                 shadow,
-                shadow_on: Atomic::new(false),
+                shadow_on: AtomicBool::new(false),
+                shadow_slots,
                 sq_state <- new_spinlock!(SqState { tail: 0, rung: 0 }),
                 cq_state <- new_spinlock_irq!(CqState { head: 0, phase: true }),
             }),
@@ -211,8 +218,7 @@ impl<'b> Queue<'b> {
     fn need_mmio(&self, which: usize, value: u16) -> bool {
         match &self.shadow {
             Some(s) if self.shadow_on.load(Relaxed) => {
-                let idx = shadow_sq_index(self.qid, s.stride) + which * (s.stride / 4);
-                s.update(idx, value).unwrap_or(true)
+                s.update(self.shadow_slots[which], value).unwrap_or(true)
             }
             _ => true,
         }

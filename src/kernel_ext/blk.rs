@@ -22,13 +22,16 @@ use core::{
     ffi::{c_int, c_uint, c_void},
     marker::PhantomData,
     ptr::NonNull,
+    // Per-request state is written by one CPU at a time, handed over by blk-mq's own
+    // ordering; core's atomics compile to plain loads and stores, where the LKMM ones go
+    // through out-of-line C helpers (measured: ~100 instructions per I/O).
+    sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed},
 };
 use kernel::{
     bindings,
     device::{Bound, Device},
     prelude::*,
     static_lock_class,
-    sync::atomic::{Atomic, Relaxed},
     types::Opaque,
 };
 
@@ -122,15 +125,21 @@ pub(crate) enum Timeout {
 #[repr(C)]
 struct Pdu<T: BlkOps> {
     /// Scatterlist entries filled by `blk_rq_map_sg` (0: no scatterlist mapped).
-    nents: Atomic<u32>,
+    nents: AtomicU32,
     /// A single-segment request mapped without the scatterlist: its bus address and length
     /// (length 0: not mapped this way).
-    single_addr: Atomic<u64>,
-    single_len: Atomic<u32>,
+    single_addr: AtomicU64,
+    single_len: AtomicU32,
     /// Entries holding DMA segments after `dma_map_sg`.
-    mapped: Atomic<u32>,
+    mapped: AtomicU32,
     drv: T::Rq,
     sg: Opaque<[bindings::scatterlist; MAX_SEGMENTS]>,
+}
+
+/// `blk_mq_rq_to_pdu`, a static inline (its Rust helper is an out-of-line call on the
+/// I/O path): the driver's data starts right after `struct request`.
+fn rq_to_pdu(rq: *mut bindings::request) -> *mut c_void {
+    rq.wrapping_add(1).cast()
 }
 
 /// A block layer request, seen by the driver between `queue_rq` and its end.
@@ -153,7 +162,7 @@ impl<T: BlkOps> Request<T> {
     fn pdu(&self) -> &Pdu<T> {
         // SAFETY: blk-mq allocates `cmd_size = size_of::<Pdu<T>>()` bytes right behind each
         // request of our tag set, initialized by `init_request` (type invariant).
-        unsafe { &*bindings::blk_mq_rq_to_pdu(self.raw()).cast::<Pdu<T>>() }
+        unsafe { &*rq_to_pdu(self.raw()).cast::<Pdu<T>>() }
     }
 
     /// The driver's state for this request.
@@ -360,7 +369,7 @@ impl<T: BlkOps> Request<T> {
     /// Undoes [`Self::map_data`]; does nothing if nothing is mapped.
     pub(crate) fn unmap_data(&self, dev: &Device<Bound>) {
         let pdu = self.pdu();
-        let single_len = pdu.single_len.xchg(0, Relaxed);
+        let single_len = pdu.single_len.swap(0, Relaxed);
         if single_len != 0 {
             // SAFETY: mapped by `map_data` for `dev` in this direction with this length, and
             // unmapped once (the length was swapped to 0).
@@ -375,7 +384,7 @@ impl<T: BlkOps> Request<T> {
             };
             return;
         }
-        let nents = pdu.nents.xchg(0, Relaxed);
+        let nents = pdu.nents.swap(0, Relaxed);
         pdu.mapped.store(0, Relaxed);
         if nents == 0 {
             return;
@@ -1000,11 +1009,11 @@ impl<T: BlkOps> Ops<T> {
         // field initializes it (never dropped: the driver state holds no resources). The
         // scatterlist is zeroed in place rather than built on the stack (4 KiB).
         unsafe {
-            let pdu = bindings::blk_mq_rq_to_pdu(rq).cast::<Pdu<T>>();
-            (&raw mut (*pdu).nents).write(Atomic::new(0));
-            (&raw mut (*pdu).single_addr).write(Atomic::new(0));
-            (&raw mut (*pdu).single_len).write(Atomic::new(0));
-            (&raw mut (*pdu).mapped).write(Atomic::new(0));
+            let pdu = rq_to_pdu(rq).cast::<Pdu<T>>();
+            (&raw mut (*pdu).nents).write(AtomicU32::new(0));
+            (&raw mut (*pdu).single_addr).write(AtomicU64::new(0));
+            (&raw mut (*pdu).single_len).write(AtomicU32::new(0));
+            (&raw mut (*pdu).mapped).write(AtomicU32::new(0));
             (&raw mut (*pdu).drv).write(T::new_rq());
             (&raw mut (*pdu).sg).write_bytes(0, 1);
         }
