@@ -9,6 +9,10 @@
  * runs, the plugin appends the counters to the file given as out=PATH. Counters are
  * plain, not atomic: run the guest with one vCPU.
  *
+ * With profile=on, each mark also lists the instructions executed per kernel translation
+ * block since the previous mark ("prof <vaddr> <instructions>"), which
+ * scripts/icount_profile.py turns into instructions per kernel function.
+ *
  * The few declarations of QEMU's plugin API (version 1, QEMU 7.2's include/qemu/qemu-plugin.h)
  * are restated here because Debian ships no header for it.
  */
@@ -16,6 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define QEMU_PLUGIN_EXPORT __attribute__((visibility("default")))
@@ -63,16 +68,35 @@ QEMU_PLUGIN_EXPORT int qemu_plugin_version = 1;
 static uint64_t kernel_insns, user_insns, marks;
 static FILE *out;
 
+/* Per translated kernel block, with profile=on: how often it ran. */
+struct block {
+	uint64_t vaddr;
+	uint64_t insns;
+	uint64_t runs;
+	uint64_t runs_at_mark;
+	struct block *next;
+};
+static struct block *blocks;
+static bool profile;
+
 static void on_mark(unsigned int vcpu, void *udata)
 {
 	(void)vcpu;
 	(void)udata;
 	marks++;
-	if (out) {
-		fprintf(out, "mark %llu kernel %llu user %llu\n", (unsigned long long)marks,
-			(unsigned long long)kernel_insns, (unsigned long long)user_insns);
-		fflush(out);
+	if (!out)
+		return;
+	fprintf(out, "mark %llu kernel %llu user %llu\n", (unsigned long long)marks,
+		(unsigned long long)kernel_insns, (unsigned long long)user_insns);
+	for (struct block *b = blocks; b; b = b->next) {
+		uint64_t runs = b->runs - b->runs_at_mark;
+
+		if (runs)
+			fprintf(out, "prof %llx %llu\n", (unsigned long long)b->vaddr,
+				(unsigned long long)(runs * b->insns));
+		b->runs_at_mark = b->runs;
 	}
+	fflush(out);
 }
 
 static void on_translate(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
@@ -85,6 +109,17 @@ static void on_translate(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
 						 qemu_plugin_tb_n_insns(tb));
 	if (va == MARK_VA)
 		qemu_plugin_register_vcpu_tb_exec_cb(tb, on_mark, QEMU_PLUGIN_CB_NO_REGS, NULL);
+	if (profile && va >= KERNEL_VA) {
+		struct block *b = calloc(1, sizeof(*b));
+
+		if (!b)
+			return;
+		b->vaddr = va;
+		b->insns = qemu_plugin_tb_n_insns(tb);
+		b->next = blocks;
+		blocks = b;
+		qemu_plugin_register_vcpu_tb_exec_inline(tb, QEMU_PLUGIN_INLINE_ADD_U64, &b->runs, 1);
+	}
 }
 
 static void on_exit_cb(qemu_plugin_id_t id, void *udata)
@@ -105,6 +140,8 @@ QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_
 	for (int i = 0; i < argc; i++) {
 		if (strncmp(argv[i], "out=", 4) == 0)
 			out = fopen(argv[i] + 4, "w");
+		else if (strcmp(argv[i], "profile=on") == 0)
+			profile = true;
 	}
 	if (!out) {
 		fprintf(stderr, "icount: give out=PATH\n");
