@@ -7,6 +7,8 @@
 #   make              build rnvme.ko against KDIR (default: the cached test kernel)
 #   make CLIPPY=1     the same, linted with clippy
 #   make test         host unit tests + the QEMU test suite
+#   make bench        rnvme against the C driver and null_blk (table, JSON, plot in out/bench)
+#   make profile      instructions per kernel function per read, C driver and rnvme
 #   make qemu         interactive shell in the test VM with rnvme.ko in /lib
 #   make setup        toolchain, kernel source and test kernel only
 #   make clean        remove build products (not the cache)
@@ -18,7 +20,7 @@ ifeq ("$(origin CLIPPY)", "command line")
 KMAKE_EXTRA := CLIPPY=$(CLIPPY)
 endif
 
-.PHONY: all module setup test unit-test qemu clean rust-analyzer fmt bench
+.PHONY: all module setup test unit-test qemu clean rust-analyzer fmt bench profile
 
 all: module
 
@@ -39,6 +41,10 @@ module:
 
 bench:
 	@scripts/bench.sh
+
+# Instructions per kernel function per 4 KiB read, C driver and rnvme (QEMU icount plugin).
+profile:
+	@scripts/profile.sh
 
 unit-test:
 	@scripts/host-test.sh

@@ -1,0 +1,21 @@
+# SPDX-License-Identifier: GPL-2.0
+# `make profile`, guest side: COST_IOS 4 KiB reads one at a time on the C driver, then on
+# rnvme, each bracketed by the icount plugin's marks (qemu/helpers/iocost); then the
+# modules' symbols for scripts/icount_profile.py.
+. /guest/lib.sh
+
+COST_IOS=${COST_IOS:-5000}
+i=0
+for pci in $(nvme_pci_devices | sort); do
+	case $i in 0) drv=nvme ;; *) drv=rnvme ;; esac
+	echo $drv >"/sys/bus/pci/devices/$pci/driver_override"
+	i=$((i + 1))
+done
+insmod /lib/c/nvme-core.ko && insmod /lib/c/nvme.ko && insmod /lib/rnvme.ko || exit 1
+wait_for 30 test -b /dev/nvme0n1 && wait_for 30 test -b /dev/rnvme0n1 || exit 1
+for dev in /dev/nvme0n1 /dev/rnvme0n1; do
+	echo "PROFILE-RUN ${dev#/dev/}"
+	iocost $dev "$COST_IOS" || exit 1
+done
+grep -E '\[(rnvme|nvme|nvme_core)\]' /proc/kallsyms | sed 's/^/KSYM /'
+rmmod rnvme nvme nvme-core
