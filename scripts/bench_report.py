@@ -191,7 +191,8 @@ def summarise(samples):
 
 
 def order_key(wl):
-    fixed = ["randread-4k-qd1", "randread-4k-qd32", "randwrite-4k-qd32", "seqread-128k-qd8",
+    fixed = ["randread-4k-qd1", "randread-4k-qd1-poll", "randread-4k-qd32", "randwrite-4k-qd32",
+             "seqread-128k-qd8",
              "seqwrite-128k-qd8", "seqread-512k-qd4", "dd-1m", "aggregate-2ctrl",
              "tmpfs-randrw-4k-qd32", "cost-qd1"]
     if wl in fixed:
@@ -281,6 +282,7 @@ def plot(summary, path):
         "pngcairo size 1100,450 font 'sans,10'"
     script = f"""
 set terminal {term}
+set termoption noenhanced
 set output '{path}'
 set multiplot layout 1,2
 set grid
