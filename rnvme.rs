@@ -67,6 +67,10 @@ module! {
             default: 0,
             description: "Most I/O queue pairs per controller (0: one per CPU, the default)",
         },
+        poll_queues: u32 {
+            default: 0,
+            description: "Polled I/O queues per controller, without interrupts, for io_uring IOPOLL (0-1024, capped by CPUs; default 0)",
+        },
     },
 }
 

@@ -214,7 +214,7 @@ for flavour in $FLAVOURS; do
 		# The I/O path, on file-backed namespaces so data is real and checked on the host.
 		img=$RNVME_ROOT/out/test-images
 		rm -rf "$img"
-		mkdir -p "$img"/{io,lba4k,mdts1,queues1,msix1}
+		mkdir -p "$img"/{io,lba4k,mdts1,queues1,msix1,poll}
 		run_vm "io-$flavour" "$flavour" --ctrls 1 --ns 2 --backend image \
 			--image-dir "$img/io" --size 256M \
 			--trace pci_nvme_map_sgl,pci_nvme_dsm --trace-file "$img/io/trace" \
@@ -236,6 +236,9 @@ for flavour in $FLAVOURS; do
 		# A controller that stops answering under fio: I/O fails within seconds, unbind
 		# is clean, a rebind after it answers again probes it.
 		run_vm "dead-$flavour" "$flavour" --ctrls 1 -- 'sh /guest/dead.sh'
+		# Polled queues (io_uring IOPOLL) without interrupts.
+		run_vm "poll-$flavour" "$flavour" --ctrls 1 --backend image --image-dir "$img/poll" \
+			--size 64M -- 'sh /guest/poll.sh'
 		# A namespace formatted with metadata is skipped, not mis-sized.
 		run_vm "meta-$flavour" "$flavour" --ctrls 1 --ns-args ms=8 -- 'sh /guest/meta.sh'
 		run_vm "lba4k-$flavour" "$flavour" --ctrls 1 --lba 4096 --backend image \

@@ -260,7 +260,13 @@ impl<'b> Controller<'b> {
             n => n.min(cpus),
         }
         .clamp(1, 65534) as u16;
-        let granted = u32::from(self.hw.set_num_queues(want)?);
+        let want_poll = params::poll_queues().min(cpus).min(65534 - u32::from(want)) as u16;
+        let granted_all = u32::from(self.hw.set_num_queues(want + want_poll)?);
+        // Polled queues get what they ask for as long as one queue with interrupts
+        // remains (as the C driver); the rest have interrupts.
+        let granted = granted_all
+            .saturating_sub(u32::from(want_poll))
+            .clamp(1, u32::from(want));
         self.inject(7)?;
 
         // Vectors are allocated all at once: give up the admin queue's, poll meanwhile.
@@ -284,25 +290,34 @@ impl<'b> Controller<'b> {
             return Ok(());
         };
         let nr_io = if nvec > 1 { granted.min(nvec - 1) } else { 1 } as u16;
+        let nr_poll = granted_all
+            .saturating_sub(u32::from(nr_io))
+            .min(u32::from(want_poll)) as u16;
         // CAP.MQES >= 2 was checked at probe.
         let depth = params::io_queue_depth().clamp(2, cap.mqes().min(ioq::MAX_DEPTH)) as u16;
 
         let shadow = match &self.id {
             Some(id) if id.supports_doorbell_buffer() => Some(ShadowDoorbells::new(
                 self.pdev.as_ref(),
-                nr_io,
+                nr_io + nr_poll,
                 self.hw.regs.stride(),
             )?),
             _ => None,
         };
-        let mut queues = IoQueues::with_capacity(nr_io as usize, GFP_KERNEL)?;
+        let mut queues = IoQueues::with_capacity(usize::from(nr_io + nr_poll), GFP_KERNEL)?;
         for qid in 1..=nr_io {
             let vector = if nvec > 1 { u32::from(qid) } else { 0 };
             queues.push(
-                self.create_io_queue(qid, depth, vector, shadow.clone())?,
+                self.create_io_queue(qid, depth, Some(vector), shadow.clone())?,
                 GFP_KERNEL,
             )?;
             self.inject(if qid == 1 { 9 } else { 10 })?;
+        }
+        for qid in nr_io + 1..=nr_io + nr_poll {
+            queues.push(
+                self.create_io_queue(qid, depth, None, shadow.clone())?,
+                GFP_KERNEL,
+            )?;
         }
         if let Some(s) = &shadow {
             self.hw.enable_shadow(s, &queues);
@@ -320,6 +335,7 @@ impl<'b> Controller<'b> {
         };
         self.tagset = Some(TagSet::new(
             u32::from(nr_io),
+            u32::from(nr_poll),
             u32::from(depth) - 1,
             timeout,
             irq_map,
@@ -329,30 +345,33 @@ impl<'b> Controller<'b> {
         let kind = self.irqs.as_ref().map_or("polled", |i| i.kind().name());
         dev_info!(
             self.pdev.as_ref(),
-            "rnvme{}: {} I/O queues of depth {} on {} {} vector(s)\n",
+            "rnvme{}: {} I/O queues of depth {} on {} {} vector(s), {} polled\n",
             self.instance.id(),
             nr_io,
             depth,
             nvec,
-            kind
+            kind,
+            nr_poll
         );
         Ok(())
     }
 
-    /// Creates I/O queue pair `qid` on the device, completing on `vector`.
+    /// Creates I/O queue pair `qid` on the device, completing on `vector` (`None`: polled,
+    /// no interrupt).
     fn create_io_queue(
         &mut self,
         qid: u16,
         depth: u16,
-        vector: u32,
+        vector: Option<u32>,
         shadow: Option<Arc<ShadowDoorbells>>,
     ) -> Result<Arc<IoQueue<'b>>> {
         let regs = self.hw.regs.clone();
-        let q = IoQueue::new(self.pdev, regs, qid, depth, vector as u16, shadow)?;
+        let v16 = vector.map(|v| v as u16);
+        let q = IoQueue::new(self.pdev, regs, qid, depth, v16, shadow)?;
         self.hw.create_io_queue(&q)?;
         self.io_queues = qid;
-        let name = CString::try_from_fmt(fmt!("rnvme{}q{}", self.instance.id(), qid))?;
-        if let Some(irqs) = self.irqs.as_mut() {
+        if let (Some(vector), Some(irqs)) = (vector, self.irqs.as_mut()) {
+            let name = CString::try_from_fmt(fmt!("rnvme{}q{}", self.instance.id(), qid))?;
             irqs.request(vector, name, QueueIrq::Io(q.clone()))?;
         }
         Ok(q)

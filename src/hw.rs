@@ -266,7 +266,7 @@ impl<'b> Hw<'b> {
     pub(crate) fn create_io_queue(&self, q: &IoQueue<'_>) -> Result {
         let (qid, depth) = (q.queue.qid(), q.queue.depth());
         self.admin_cmd(
-            Command::create_io_cq(qid, depth, q.queue.cq_dma(), q.vector(), true),
+            Command::create_io_cq(qid, depth, q.queue.cq_dma(), q.vector(), !q.polled()),
             "Create I/O Completion Queue",
         )?;
         if let Err(e) = self.admin_cmd(

@@ -45,6 +45,8 @@ pub(crate) struct IoQueue<'b> {
     bad_completions: Atomic<u32>,
     /// Interrupt vector its completion queue signals.
     vector: u16,
+    /// No interrupt: completions are reaped by blk-mq's poll (io_uring IOPOLL).
+    polled: bool,
     /// The controller is dead: fail requests instead of submitting them.
     dead: AtomicBool,
 }
@@ -55,7 +57,7 @@ impl<'b> IoQueue<'b> {
         regs: Arc<Regs<'b>>,
         qid: u16,
         depth: u16,
-        vector: u16,
+        vector: Option<u16>,
         shadow: Option<Arc<ShadowDoorbells>>,
     ) -> Result<Arc<Self>> {
         let queue = Queue::new(pdev.as_ref(), regs, qid, depth, shadow)?;
@@ -67,7 +69,8 @@ impl<'b> IoQueue<'b> {
                 tags: SetOnce::new(),
                 lists,
                 bad_completions: Atomic::new(0),
-                vector,
+                vector: vector.unwrap_or(0),
+                polled: vector.is_none(),
                 dead: AtomicBool::new(false),
             },
             GFP_KERNEL,
@@ -82,6 +85,10 @@ impl<'b> IoQueue<'b> {
 
     pub(crate) fn vector(&self) -> u16 {
         self.vector
+    }
+
+    pub(crate) fn polled(&self) -> bool {
+        self.polled
     }
 
     pub(crate) fn is_dead(&self) -> bool {

@@ -35,6 +35,7 @@ pub(crate) fn validate() -> Result {
             "",
         ),
         check("io_queues", p::io_queues.value(), 0, 65534, ""),
+        check("poll_queues", p::poll_queues.value(), 0, 1024, ""),
         check(
             "probe_fault_step",
             p::probe_fault_step.value(),
@@ -86,4 +87,8 @@ pub(crate) fn inject(dev: &kernel::device::Device, step: u32) -> Result {
 /// Most I/O queues, 0 for one per CPU.
 pub(crate) fn io_queues() -> u32 {
     p::io_queues.value()
+}
+
+pub(crate) fn poll_queues() -> u32 {
+    p::poll_queues.value()
 }

@@ -18,7 +18,7 @@ use crate::{
         regs::{shadow_len, shadow_need_event, shadow_sq_index},
     },
 };
-use core::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use core::sync::atomic::{AtomicBool, AtomicU32, Ordering::Relaxed};
 use kernel::{
     device::{Bound, Device},
     dma::Coherent,
@@ -119,6 +119,9 @@ pub(crate) struct Queue<'b> {
     shadow_on: AtomicBool,
     /// This queue's SQ tail and CQ head slots in the shadow buffers.
     shadow_slots: [usize; 2],
+    /// A copy of the CQ head and phase (`phase << 16 | head`) for [`Self::cq_pending`],
+    /// readable without the lock.
+    cq_hint: AtomicU32,
     #[pin]
     sq_state: SpinLock<SqState>,
     /// Taken by the interrupt handler and, for polled completion, by process context.
@@ -156,6 +159,7 @@ impl<'b> Queue<'b> {
                 shadow,
                 shadow_on: AtomicBool::new(false),
                 shadow_slots,
+                cq_hint: AtomicU32::new(1 << 16),
                 sq_state <- new_spinlock!(SqState { tail: 0, rung: 0 }),
                 cq_state <- new_spinlock_irq!(CqState { head: 0, phase: true }),
             }),
@@ -251,6 +255,7 @@ impl<'b> Queue<'b> {
         }
         cq.head = 0;
         cq.phase = true;
+        self.cq_hint.store(1 << 16, Relaxed);
         Ok(())
     }
 
@@ -271,6 +276,14 @@ impl<'b> Queue<'b> {
         ])))
     }
 
+    /// Whether a new completion is waiting, without taking the lock: lets a poller that
+    /// finds nothing return at once. May be stale by the time the caller acts on it.
+    pub(crate) fn cq_pending(&self) -> bool {
+        let hint = self.cq_hint.load(Relaxed);
+        let (head, phase) = ((hint & 0xffff) as u16, hint >> 16 != 0);
+        matches!(self.peek(head, phase), Ok(Some(_)))
+    }
+
     /// Hands every new completion to `f` and writes the CQ head doorbell once at the end.
     /// Returns how many entries were consumed.
     pub(crate) fn process_completions(&self, mut f: impl FnMut(Completion)) -> u32 {
@@ -286,8 +299,12 @@ impl<'b> Queue<'b> {
             n += 1;
             f(cqe);
         }
-        if n > 0 && self.need_mmio(1, st.head) {
-            self.regs.ring(self.db.cq, st.head);
+        if n > 0 {
+            self.cq_hint
+                .store(u32::from(st.phase) << 16 | u32::from(st.head), Relaxed);
+            if self.need_mmio(1, st.head) {
+                self.regs.ring(self.db.cq, st.head);
+            }
         }
         n
     }

@@ -28,10 +28,11 @@ for pci in $(nvme_pci_devices | sort); do
 	i=$((i + 1))
 done
 [ $i -eq 6 ] || { echo "bench: want 6 NVMe controllers, found $i"; exit 1; }
-insmod /lib/c/nvme-core.ko && insmod /lib/c/nvme.ko || exit 1
-insmod /lib/rnvme.ko || exit 1
+# One polled queue each, for the IOPOLL workload.
+insmod /lib/c/nvme-core.ko && insmod /lib/c/nvme.ko poll_queues=1 || exit 1
+insmod /lib/rnvme.ko poll_queues=1 || exit 1
 # null_blk without completion delay: the block layer's own ceiling.
-insmod /lib/c/null_blk.ko queue_mode=2 irqmode=0 submit_queues=$NCPU hw_queue_depth=256 \
+insmod /lib/c/null_blk.ko queue_mode=2 irqmode=0 submit_queues=$NCPU poll_queues=1 hw_queue_depth=256 \
 	nr_devices=2 gb=1 bs=512 || exit 1
 
 # disk_of PCI: the disk on that controller.
@@ -99,8 +100,8 @@ order() { if [ $(($1 % 2)) -eq 1 ]; then echo "c r n"; else echo "r c n"; fi; }
 rep=1
 while [ $rep -le "$REPS" ]; do
 	echo "bench: repetition $rep of $REPS"
-	for w in randread-4k-qd1 randread-4k-qd32 randwrite-4k-qd32 seqread-128k-qd8 \
-		seqwrite-128k-qd8 seqread-512k-qd4; do
+	for w in randread-4k-qd1 randread-4k-qd1-poll randread-4k-qd32 randwrite-4k-qd32 \
+		seqread-128k-qd8 seqwrite-128k-qd8 seqread-512k-qd4; do
 		for d in $(order $rep); do fio_run $w $d $rep $w.fio DEV="$(dev $d)"; done
 	done
 	for qd in $QD_POINTS; do

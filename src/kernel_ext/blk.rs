@@ -107,6 +107,8 @@ pub(crate) trait BlkOps: Sized + 'static {
     /// A request that completed successfully is about to be ended as part of a
     /// [`CompletionBatch`]: release what the driver holds for it (its DMA mapping).
     fn end_batched(rq: &Request<Self>);
+    /// Reaps completions of polled queue `q` (no interrupt); returns how many were found.
+    fn poll(q: &Self::Queue<'_>) -> u32;
     /// `rq` has been in flight for longer than the queue's timeout. Runs in process context
     /// (blk-mq's timeout work) and may sleep; `set` is the tag set `rq` belongs to.
     fn timeout(set: TagSetRef<'_, Self>, q: &Self::Queue<'_>, rq: &Request<Self>) -> Timeout;
@@ -605,6 +607,9 @@ struct SetHeader<'a, T: BlkOps> {
     /// Device whose MSI-X vector affinity the queue map follows, and the first vector used
     /// by hardware queue 0; `None` maps queues to CPUs evenly.
     irq_dev: Option<(*mut bindings::device, u32)>,
+    /// Hardware queues with interrupts (the default map), then polled ones (the poll map).
+    nr_default: u32,
+    nr_poll: u32,
     data: T::SetData<'a>,
 }
 
@@ -627,12 +632,14 @@ unsafe impl<T: BlkOps> Send for TagSet<'_, T> where T::SetData<'static>: Send {}
 unsafe impl<T: BlkOps> Sync for TagSet<'_, T> {}
 
 impl<'a, T: BlkOps> TagSet<'a, T> {
-    /// Creates a tag set of `nr_hw_queues` queues of `depth` tags each.
+    /// Creates a tag set of `nr_hw_queues` queues with interrupts and `nr_poll` polled
+    /// queues after them (for `REQ_POLLED` I/O, io_uring's IOPOLL), of `depth` tags each.
     ///
     /// `irq` (the device and the vector of hardware queue 0) maps CPUs to queues by the
     /// vectors' affinity, so a request completes on a CPU that submitted to its queue.
     pub(crate) fn new(
         nr_hw_queues: u32,
+        nr_poll: u32,
         depth: u32,
         timeout_jiffies: u32,
         irq: Option<(&Device<Bound>, u32)>,
@@ -641,6 +648,8 @@ impl<'a, T: BlkOps> TagSet<'a, T> {
         let header = KBox::pin(
             SetHeader {
                 irq_dev: irq.map(|(d, v)| (device_raw(d), v)),
+                nr_default: nr_hw_queues,
+                nr_poll,
                 data,
             },
             GFP_KERNEL,
@@ -651,8 +660,13 @@ impl<'a, T: BlkOps> TagSet<'a, T> {
         // header outlives the set (invariant: freed after it in `drop`).
         let ret = unsafe {
             (*raw).ops = &Ops::<T>::OPS;
-            (*raw).nr_hw_queues = nr_hw_queues;
-            (*raw).nr_maps = 1;
+            (*raw).nr_hw_queues = nr_hw_queues + nr_poll;
+            // Default, read (unused) and poll maps when there are polled queues.
+            (*raw).nr_maps = if nr_poll > 0 {
+                bindings::hctx_type_HCTX_TYPE_POLL + 1
+            } else {
+                1
+            };
             (*raw).queue_depth = depth;
             (*raw).cmd_size = core::mem::size_of::<Pdu<T>>() as c_uint;
             (*raw).numa_node = bindings::NUMA_NO_NODE;
@@ -899,6 +913,7 @@ impl<T: BlkOps> Ops<T> {
         init_request: Some(Self::init_request),
         map_queues: Some(Self::map_queues),
         timeout: Some(Self::timeout),
+        poll: Some(Self::poll),
         ..pin_init::zeroed()
     };
 
@@ -938,6 +953,17 @@ impl<T: BlkOps> Ops<T> {
     unsafe extern "C" fn complete(rq: *mut bindings::request) {
         // SAFETY: blk-mq passes a request of our set that we completed.
         T::complete(unsafe { Request::from_raw(rq) })
+    }
+
+    /// # Safety
+    ///
+    /// Only called by blk-mq, for a tag set created by [`TagSet::new`] for `T`.
+    unsafe extern "C" fn poll(
+        hctx: *mut bindings::blk_mq_hw_ctx,
+        _iob: *mut bindings::io_comp_batch,
+    ) -> c_int {
+        // SAFETY: blk-mq passes a live hctx of our set.
+        T::poll(unsafe { Self::queue(hctx) }) as c_int
     }
 
     /// # Safety
@@ -1024,13 +1050,26 @@ impl<T: BlkOps> Ops<T> {
     ///
     /// Only called by blk-mq, for a tag set created by [`TagSet::new`] for `T`.
     unsafe extern "C" fn map_queues(set: *mut bindings::blk_mq_tag_set) {
-        // SAFETY: `set` is our tag set; `driver_data` points to its header.
+        // SAFETY: `set` is our tag set; `driver_data` points to its header; `nr_maps` maps
+        // exist.
         unsafe {
             let header = &*(*set).driver_data.cast::<SetHeader<'_, T>>();
             let map = &raw mut (*set).map[bindings::hctx_type_HCTX_TYPE_DEFAULT as usize];
+            (*map).nr_queues = header.nr_default;
+            (*map).queue_offset = 0;
             match header.irq_dev {
                 Some((dev, first)) => bindings::blk_mq_map_hw_queues(map, dev, first),
                 None => bindings::blk_mq_map_queues(map),
+            }
+            if (*set).nr_maps > bindings::hctx_type_HCTX_TYPE_POLL {
+                // No read queues: reads share the default ones.
+                let read = &raw mut (*set).map[bindings::hctx_type_HCTX_TYPE_READ as usize];
+                (*read).nr_queues = 0;
+                // Polled queues have no interrupt, hence no affinity: spread them evenly.
+                let poll = &raw mut (*set).map[bindings::hctx_type_HCTX_TYPE_POLL as usize];
+                (*poll).nr_queues = header.nr_poll;
+                (*poll).queue_offset = header.nr_default;
+                bindings::blk_mq_map_queues(poll);
             }
         }
     }
