@@ -12,6 +12,7 @@
 #   BENCH_QUICK=1        2 repetitions of 1 s, fewer sweep points: a smoke run
 #   BENCH_OUT=out/bench  where the console log, JSON, table and plot go
 #   BENCH_PUBLISH=1      also copy the table and plot to bench/results/ and into README.md
+#   BENCH_RNVME_ARGS=    extra rnvme module parameters (to measure an option against C)
 . "$(dirname "$0")/common.sh"
 
 OUT=${BENCH_OUT:-$RNVME_ROOT/out/bench}
@@ -22,6 +23,7 @@ if [ -n "${BENCH_QUICK:-}" ]; then
 	REPS=${BENCH_REPS:-2}
 	GUEST_ENV="REPS=$REPS RUNTIME=1 COST_IOS=5000 QD_POINTS='1 8 64' BS_POINTS='4k 128k'"
 fi
+[ -z "${BENCH_RNVME_ARGS:-}" ] || GUEST_ENV="$GUEST_ENV RNVME_ARGS='$BENCH_RNVME_ARGS'"
 mkdir -p "$OUT"
 
 say "building rnvme for the base (non-debug) kernel"

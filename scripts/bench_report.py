@@ -278,6 +278,14 @@ def plot(summary, path):
                              f"{max(vals):.3f}" if vals else "NaN"]
                 f.write(" ".join(cols) + "\n")
         files[kind] = fn
+    def lines(data):
+        """One plot command: C, Rust and null_blk with their ranges."""
+        styles = (("nvme (C)", "#1f77b4", ""), ("rnvme (Rust)", "#d62728", ""),
+                  ("null_blk (ceiling)", "#7f7f7f", " dt 2"))
+        parts = [f"'{data if i == 0 else ''}' u 1:{2 + 3 * i}:{3 + 3 * i}:{4 + 3 * i} "
+                 f"w yerrorlines t '{t}' lc rgb '{c}'{x}" for i, (t, c, x) in enumerate(styles)]
+        return "plot " + ", ".join(parts)
+
     term = "svg size 1100,450 dynamic font 'sans,11'" if path.endswith(".svg") else \
         "pngcairo size 1100,450 font 'sans,10'"
     script = f"""
@@ -291,15 +299,11 @@ set logscale x 2
 set xlabel 'queue depth (4k random read, one job)'
 set ylabel 'IOPS'
 set title 'Queue-depth sweep: median and range of the repetitions'
-plot '{files['qd']}' u 1:2:3:4 w yerrorlines t 'nvme (C)' lc rgb '#1f77b4', \\
-     '' u 1:5:6:7 w yerrorlines t 'rnvme (Rust)' lc rgb '#d62728', \\
-     '' u 1:8:9:10 w yerrorlines t 'null_blk (ceiling)' lc rgb '#7f7f7f' dt 2
+{lines(files['qd'])}
 set xlabel 'block size, KiB (random read, QD8)'
 set ylabel 'MB/s'
 set title 'Block-size sweep'
-plot '{files['bs']}' u 1:2:3:4 w yerrorlines t 'nvme (C)' lc rgb '#1f77b4', \\
-     '' u 1:5:6:7 w yerrorlines t 'rnvme (Rust)' lc rgb '#d62728', \\
-     '' u 1:8:9:10 w yerrorlines t 'null_blk (ceiling)' lc rgb '#7f7f7f' dt 2
+{lines(files['bs'])}
 unset multiplot
 """
     r = subprocess.run([gp], input=script, text=True, capture_output=True)

@@ -8,12 +8,7 @@
 
 REPS=${REPS:-5}
 COST_IOS=${COST_IOS:-20000}
-i=0
-for pci in $(nvme_pci_devices | sort); do
-	case $i in 0) drv=nvme ;; *) drv=rnvme ;; esac
-	echo $drv >"/sys/bus/pci/devices/$pci/driver_override"
-	i=$((i + 1))
-done
+assign_drivers nvme rnvme
 insmod /lib/c/nvme-core.ko && insmod /lib/c/nvme.ko && insmod /lib/rnvme.ko || exit 1
 insmod /lib/c/null_blk.ko queue_mode=2 irqmode=0 submit_queues=1 hw_queue_depth=256 \
 	nr_devices=1 gb=1 bs=512 || exit 1

@@ -34,6 +34,16 @@ nvme_pci_devices() {
 	done
 }
 
+# assign_drivers DRIVER...: sets driver_override of the NVMe controllers, in PCI order, to
+# the drivers named; the last one named takes the rest.
+assign_drivers() {
+	local pci
+	for pci in $(nvme_pci_devices | sort); do
+		echo "$1" >"/sys/bus/pci/devices/$pci/driver_override"
+		[ $# -gt 1 ] && shift
+	done
+}
+
 # PCI addresses bound to a driver.
 bound_to() {
 	ls /sys/bus/pci/drivers/"$1" 2>/dev/null | grep -E '^[0-9a-f]{4}:' || true

@@ -5,12 +5,7 @@
 . /guest/lib.sh
 
 COST_IOS=${COST_IOS:-5000}
-i=0
-for pci in $(nvme_pci_devices | sort); do
-	case $i in 0) drv=nvme ;; *) drv=rnvme ;; esac
-	echo $drv >"/sys/bus/pci/devices/$pci/driver_override"
-	i=$((i + 1))
-done
+assign_drivers nvme rnvme
 insmod /lib/c/nvme-core.ko && insmod /lib/c/nvme.ko && insmod /lib/rnvme.ko || exit 1
 wait_for 30 test -b /dev/nvme0n1 && wait_for 30 test -b /dev/rnvme0n1 || exit 1
 for dev in /dev/nvme0n1 /dev/rnvme0n1; do
