@@ -138,6 +138,19 @@ struct Pdu<T: BlkOps> {
     sg: Opaque<[bindings::scatterlist; MAX_SEGMENTS]>,
 }
 
+/// `dma_mapping_error`, a static inline: tells DMA-API debugging the result was checked,
+/// then compares with `DMA_MAPPING_ERROR` (~0).
+fn dma_mapping_error(dev: &Device<Bound>, addr: bindings::dma_addr_t) -> bool {
+    #[cfg(CONFIG_DMA_API_DEBUG)]
+    // SAFETY: `dev` is a bound device and `addr` came from a mapping call for it.
+    unsafe {
+        bindings::debug_dma_mapping_error(device_raw(dev), addr)
+    };
+    #[cfg(not(CONFIG_DMA_API_DEBUG))]
+    let _ = dev;
+    addr == !0
+}
+
 /// `blk_mq_rq_to_pdu`, a static inline (its Rust helper is an out-of-line call on the
 /// I/O path): the driver's data starts right after `struct request`.
 fn rq_to_pdu(rq: *mut bindings::request) -> *mut c_void {
@@ -300,8 +313,7 @@ impl<T: BlkOps> Request<T> {
                     0,
                 )
             };
-            // `dma_mapping_error` (a static inline) compares with `DMA_MAPPING_ERROR`, ~0.
-            if addr == !0 {
+            if dma_mapping_error(dev, addr) {
                 return Err(ENOMEM);
             }
             pdu.single_addr.store(addr, Relaxed);
