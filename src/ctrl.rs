@@ -10,7 +10,7 @@
 use crate::{
     admin::{AdminQueue, ADMIN_DEPTH},
     blk::{IoQueues, IoSet, NvmeBlk},
-    hw::Hw,
+    hw::{self, Hw},
     ioq::{self, IoQueue},
     kernel_ext::{
         blk::TagSet,
@@ -23,7 +23,7 @@ use crate::{
     spec::{
         command::{cns, Command},
         identify::{self, IdentifyController, IdentifyNamespace, NS_LIST_MAX},
-        regs::{self as r, cc, csts, Cap},
+        regs::{self as r, Cap},
     },
 };
 use kernel::{
@@ -38,7 +38,7 @@ use kernel::{
         atomic::{Atomic, Full, Relaxed},
         Arc,
     },
-    time::{delay::fsleep, msecs_to_jiffies, Delta, Instant, Monotonic},
+    time::msecs_to_jiffies,
 };
 
 /// Controller numbers in use (`/dev/rnvme<N>`, `rnvme<N>` in logs), one bit each.
@@ -132,7 +132,7 @@ impl<'b> Controller<'b> {
         let regs = Arc::new(Regs::new(bar), GFP_KERNEL)?;
         let cap = Self::check_cap(bdev, &regs)?;
         // The controller may still run from firmware or a previous driver.
-        Self::disable_early(bdev, &regs, cap)?;
+        hw::disable(bdev.as_ref(), &regs, cap)?;
 
         let depth = ADMIN_DEPTH.min(u16::try_from(cap.mqes()).unwrap_or(u16::MAX));
         let aq = Queue::new(bdev.as_ref(), regs.clone(), 0, depth, None)?;
@@ -199,37 +199,6 @@ impl<'b> Controller<'b> {
             return Err(ENODEV);
         }
         Ok(cap)
-    }
-
-    /// Disables a controller found enabled at probe, before [`Hw`] exists: the same steps
-    /// as [`Hw::disable`], on the bare registers.
-    fn disable_early(pdev: &pci::Device<Bound>, regs: &Regs<'_>, cap: Cap) -> Result {
-        let c = regs.cc();
-        if c & cc::EN != 0 {
-            regs.set_cc(c & !cc::EN);
-        }
-        let start = Instant::<Monotonic>::now();
-        let limit = Delta::from_millis(i64::from(cap.timeout_ms().max(500)));
-        loop {
-            let s = regs.csts();
-            if r::device_gone(s) {
-                dev_err!(pdev.as_ref(), "device gone (CSTS all ones)\n");
-                return Err(ENODEV);
-            }
-            if s & csts::RDY == 0 {
-                return Ok(());
-            }
-            if start.elapsed() > limit {
-                dev_err!(
-                    pdev.as_ref(),
-                    "controller still ready {} ms after disabling (CSTS {:#x})\n",
-                    limit.as_millis(),
-                    s
-                );
-                return Err(ETIMEDOUT);
-            }
-            fsleep(Delta::from_micros(1000));
-        }
     }
 
     fn inject(&self, step: u32) -> Result {

@@ -20,7 +20,7 @@ use crate::{
     },
 };
 use kernel::{
-    device::Bound,
+    device::{Bound, Device},
     dma::Coherent,
     io::Io,
     new_mutex,
@@ -121,51 +121,14 @@ impl<'b> Hw<'b> {
         self.resets.fetch_add(1, Relaxed) + 1
     }
 
-    /// Waits until `CSTS & mask == want`, at most `ms` (CAP.TO), failing on fatal status or
-    /// a device that reads as all ones.
+    /// Waits until `CSTS & mask == want`, at most `ms` (CAP.TO); see [`wait_csts`].
     pub(crate) fn wait_csts(&self, mask: u32, want: u32, ms: u32) -> Result {
-        let start = Instant::<Monotonic>::now();
-        // The spec's timeout is a worst case; allow at least half a second for emulators.
-        let limit = Delta::from_millis(i64::from(ms.max(500)));
-        loop {
-            let s = self.regs.csts();
-            if r::device_gone(s) {
-                dev_err!(self.dev(), "device gone (CSTS all ones)\n");
-                return Err(ENODEV);
-            }
-            if s & mask == want {
-                return Ok(());
-            }
-            if s & csts::CFS != 0 && want != 0 {
-                dev_err!(self.dev(), "controller fatal status (CSTS {:#x})\n", s);
-                return Err(EIO);
-            }
-            if start.elapsed() > limit {
-                dev_err!(
-                    self.dev(),
-                    "timeout after {} ms waiting for CSTS {:#x}/{:#x} (now {:#x})\n",
-                    limit.as_millis(),
-                    want,
-                    mask,
-                    s
-                );
-                return Err(ETIMEDOUT);
-            }
-            fsleep(Delta::from_micros(POLL_US));
-        }
+        wait_csts(self.dev(), &self.regs, mask, want, ms)
     }
 
-    /// Clears CC.EN and waits for CSTS.RDY to drop: the controller stops all DMA and forgets
-    /// its queues.
+    /// Clears CC.EN and waits for CSTS.RDY to drop; see [`disable`].
     pub(crate) fn disable(&self) -> Result {
-        let c = self.regs.cc();
-        if c & cc::EN != 0 {
-            self.regs.set_cc(c & !cc::EN);
-        } else if self.regs.csts() & csts::RDY == 0 {
-            return Ok(());
-        }
-        // With EN already clear but RDY still set, the controller is finishing a reset.
-        self.wait_csts(csts::RDY, 0, self.cap.timeout_ms())
+        disable(self.dev(), &self.regs, self.cap)
     }
 
     /// Programs the admin queue and enables the controller (NVMe Base Spec 3.5.1).
@@ -278,4 +241,57 @@ impl<'b> Hw<'b> {
         }
         Ok(())
     }
+}
+
+/// Waits until `CSTS & mask == want`, at most `ms` (CAP.TO), failing on fatal status or a
+/// device that reads as all ones. A free function so probe can use it before [`Hw`] exists.
+pub(crate) fn wait_csts(
+    dev: &Device<Bound>,
+    regs: &Regs<'_>,
+    mask: u32,
+    want: u32,
+    ms: u32,
+) -> Result {
+    let start = Instant::<Monotonic>::now();
+    // The spec's timeout is a worst case; allow at least half a second for emulators.
+    let limit = Delta::from_millis(i64::from(ms.max(500)));
+    loop {
+        let s = regs.csts();
+        if r::device_gone(s) {
+            dev_err!(dev, "device gone (CSTS all ones)\n");
+            return Err(ENODEV);
+        }
+        if s & mask == want {
+            return Ok(());
+        }
+        if s & csts::CFS != 0 && want != 0 {
+            dev_err!(dev, "controller fatal status (CSTS {:#x})\n", s);
+            return Err(EIO);
+        }
+        if start.elapsed() > limit {
+            dev_err!(
+                dev,
+                "timeout after {} ms waiting for CSTS {:#x}/{:#x} (now {:#x})\n",
+                limit.as_millis(),
+                want,
+                mask,
+                s
+            );
+            return Err(ETIMEDOUT);
+        }
+        fsleep(Delta::from_micros(POLL_US));
+    }
+}
+
+/// Clears CC.EN and waits for CSTS.RDY to drop: the controller stops all DMA and forgets
+/// its queues.
+pub(crate) fn disable(dev: &Device<Bound>, regs: &Regs<'_>, cap: Cap) -> Result {
+    let c = regs.cc();
+    if c & cc::EN != 0 {
+        regs.set_cc(c & !cc::EN);
+    } else if regs.csts() & csts::RDY == 0 {
+        return Ok(());
+    }
+    // With EN already clear but RDY still set, the controller is finishing a reset.
+    wait_csts(dev, regs, csts::RDY, 0, cap.timeout_ms())
 }
