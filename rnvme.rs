@@ -16,6 +16,8 @@ mod driver;
 mod fmt;
 #[path = "src/hw.rs"]
 mod hw;
+#[path = "src/ioctl.rs"]
+mod ioctl;
 #[path = "src/ioq.rs"]
 mod ioq;
 #[path = "src/kernel_ext/mod.rs"]

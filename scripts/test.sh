@@ -253,6 +253,10 @@ for flavour in $FLAVOURS; do
 		run_vm "msix1-$flavour" "$flavour" --ctrls 1 --msix 1 --backend image \
 			--image-dir "$img/msix1" --size 256M \
 			-- 'QUICK=1 EXPECT_QUEUES="1 I/O queues of depth [0-9]+ on 1 MSI-X" sh /guest/io.sh'
+		# nvme-cli through /dev/rnvme0 and its disks, compared with the C driver on an
+		# identical controller; ioctl edge cases, a bounded fuzz, unbind with open files.
+		run_vm "cli-$flavour" "$flavour" --ctrls 2 --ns 2 --backend image --size 64M \
+			-- 'sh /guest/cli.sh'
 		flush_test "$flavour"
 		hotplug_test "$flavour"
 		# 4 controllers probed at once, 50 load/unload cycles with I/O in between.
@@ -272,6 +276,9 @@ for flavour in $FLAVOURS; do
 		run_vm "timeout-$flavour" "$flavour" --ctrls 1 --ns 2 --backend image --timeout 1200 \
 			--image-dir "$img/timeout-debug" --size 64M --slow-ns 2 --slow-ms 5000 \
 			-- 'sh /guest/timeout.sh'
+		# The ioctl interface with KASAN, lockdep and kmemleak watching.
+		run_vm "cli-$flavour" "$flavour" --ctrls 2 --ns 2 --backend image --size 64M \
+			--timeout 1200 -- 'FUZZ_N=1000 sh /guest/cli.sh'
 		# A probe failing at each of its steps unwinds cleanly (kmemleak and the other
 		# checkers watching).
 		run_vm "probefail-$flavour" "$flavour" --ctrls 2 --timeout 1200 \

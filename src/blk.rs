@@ -11,6 +11,7 @@
 
 use crate::{
     hw::Hw,
+    ioctl::{self, DiskLink},
     ioq::{IoQueue, LIST_ENTRIES},
     kernel_ext::blk::{BlkOps, BlkStatus, ReqOp, Request, TagSetRef, Tags, Timeout},
     ns::Namespace,
@@ -49,6 +50,8 @@ pub(crate) struct RqState {
     retries: AtomicU32,
     /// An Abort was sent for this command after its first timeout.
     aborted: AtomicBool,
+    /// The command of a passthrough request (`REQ_OP_DRV_*`), set by the ioctl.
+    passthru: [AtomicU32; 16],
 }
 
 impl RqState {
@@ -72,8 +75,28 @@ impl RqState {
         self.result.store(result, Relaxed);
     }
 
-    fn status(&self) -> Status {
+    pub(crate) fn status(&self) -> Status {
         Status(self.status.load(Relaxed) as u16)
+    }
+
+    /// Command dword 0 of the completion.
+    pub(crate) fn result(&self) -> u32 {
+        self.result.load(Relaxed)
+    }
+
+    /// Sets the command a passthrough request carries (before it is issued).
+    pub(crate) fn set_passthru(&self, cmd: &Command) {
+        for (d, v) in self.passthru.iter().zip(cmd.dw) {
+            d.store(v, Relaxed);
+        }
+    }
+
+    fn passthru(&self) -> Command {
+        let mut c = Command::default();
+        for (v, d) in c.dw.iter_mut().zip(&self.passthru) {
+            *v = d.load(Relaxed);
+        }
+        c
     }
 }
 
@@ -98,6 +121,7 @@ impl BlkOps for NvmeBlk {
     type Queue<'a> = IoQueue<'a>;
     type DiskData<'a> = Namespace<'a>;
     type Rq = RqState;
+    type Private = DiskLink;
 
     fn queue<'a>(set: &'a IoSet<'a>, index: u32) -> Option<&'a IoQueue<'a>> {
         set.queues.get(index as usize).map(|q| &**q)
@@ -114,6 +138,7 @@ impl BlkOps for NvmeBlk {
             result: AtomicU32::new(0),
             retries: AtomicU32::new(0),
             aborted: AtomicBool::new(false),
+            passthru: [const { AtomicU32::new(0) }; 16],
         }
     }
 
@@ -153,6 +178,11 @@ impl BlkOps for NvmeBlk {
         rq.unmap_data(ns.dma_dev());
         let st = rq.data();
         let status = st.status();
+        if matches!(rq.op(), ReqOp::DrvIn | ReqOp::DrvOut) {
+            // Passthrough: the ioctl reports the NVMe status; never retried or logged.
+            rq.end(BlkStatus::Ok);
+            return;
+        }
         let Some(err) = status.block_error() else {
             rq.end(BlkStatus::Ok);
             return;
@@ -180,6 +210,10 @@ impl BlkOps for NvmeBlk {
 
     fn timeout(set: TagSetRef<'_, Self>, q: &IoQueue<'_>, rq: &Request<Self>) -> Timeout {
         reset::timeout(set, q, rq)
+    }
+
+    fn ioctl(p: &DiskLink, writable: bool, cmd: u32, arg: usize) -> Result<isize> {
+        ioctl::disk_ioctl(p, writable, cmd, arg)
     }
 }
 
@@ -232,6 +266,14 @@ fn build_command(
             }
             Ok(Command::deallocate(nsid, n as u32, q.list_dma(tag)))
         }
+        ReqOp::DrvIn | ReqOp::DrvOut => {
+            let cmd = rq.data().passthru();
+            if rq.bytes() == 0 {
+                Ok(cmd)
+            } else {
+                map_data(q, ns, rq, cmd)
+            }
+        }
         ReqOp::Other(_) => Err(BlkStatus::NotSupp),
     }
 }
@@ -251,7 +293,11 @@ fn map_data(
     let tag = rq.tag();
     let mut put_err = false;
     let threshold = params::sgl_threshold();
-    let use_sgl = ns.sgl() && threshold != 0 && segments > 1 && rq.bytes() >= threshold;
+    // Passthrough buffers may be longer than the command's transfer (nvme-cli passes its
+    // whole buffer): PRPs allow that, SGLs do not (SGL Length Invalid), so they get PRPs.
+    let passthru = matches!(rq.op(), ReqOp::DrvIn | ReqOp::DrvOut);
+    let use_sgl =
+        !passthru && ns.sgl() && threshold != 0 && segments > 1 && rq.bytes() >= threshold;
     let mapped = if use_sgl {
         sgl::build(
             rq.segments(),

@@ -10,16 +10,20 @@
 use crate::{
     admin::{AdminQueue, ADMIN_DEPTH},
     blk::{IoQueues, IoSet, NvmeBlk},
-    hw::{self, Hw},
+    hw::{self, Hw, State},
+    ioctl::{CtrlChar, CtrlLink, DiskLink, MAX_DATA},
     ioq::{self, IoQueue},
     kernel_ext::{
         blk::TagSet,
+        chardev::CharDev,
         irq::{IrqKind, IrqSet, IrqTypes},
+        lease::Lease,
     },
     ns::Namespace,
     params,
     queue::{Queue, ShadowDoorbells},
     regs::{Regs, BAR0_MIN},
+    reset,
     spec::{
         command::{cns, Command},
         identify::{self, IdentifyController, IdentifyNamespace, NS_LIST_MAX},
@@ -30,13 +34,14 @@ use kernel::{
     device::{Bound, Core},
     dma::{self, DmaMask},
     irq::{Handler, IrqReturn},
+    new_mutex,
     page::PAGE_SHIFT,
     pci,
     prelude::*,
     str::CString,
     sync::{
         atomic::{Atomic, Full, Relaxed},
-        Arc,
+        Arc, Mutex,
     },
     time::msecs_to_jiffies,
 };
@@ -97,16 +102,39 @@ impl Handler for QueueIrq<'_> {
     }
 }
 
+/// A controller's state that user space reaches (ioctls, sysfs) through its [`CtrlLink`]:
+/// the disks (added and removed by rescans), the identify data, the hardware.
+#[pin_data]
+pub(crate) struct Shared<'b> {
+    pub(crate) hw: Arc<Hw<'b>>,
+    pub(crate) id: IdentifyController,
+    pdev: &'b pci::Device<Bound>,
+    /// I/O queues with interrupts, and polled ones.
+    pub(crate) io_queues: u16,
+    pub(crate) poll_queues: u16,
+    /// The tag set and its disks (`None`: no I/O queues).
+    #[pin]
+    pub(crate) disks: Mutex<Option<TagSet<'b, NvmeBlk>>>,
+    /// Given to each disk, for its ioctls.
+    link: Arc<CtrlLink>,
+}
+
 /// One bound NVMe controller: the PCI driver's device data.
 ///
-/// Fields drop in declaration order: interrupt handlers first, then the disks and tag set,
-/// then the queues they reference, then the BAR. [`Drop`] removes the disks and shuts the
-/// controller down before any of that.
+/// [`Drop`] removes the character device, revokes the link (waiting for running ioctls),
+/// removes the disks and shuts the controller down; then the interrupt handlers go, the tag
+/// set, the queues they reference, and the BAR.
 pub(crate) struct Controller<'b> {
+    chardev: Option<Pin<KBox<CharDev<CtrlChar>>>>,
+    link: Arc<CtrlLink>,
     irqs: Option<IrqSet<'b, QueueIrq<'b>>>,
+    /// Until `shared` is built.
     tagset: Option<TagSet<'b, NvmeBlk>>,
+    shared: Option<Arc<Shared<'b>>>,
     /// I/O queues created on the device (ids 1..=io_queues), deleted on teardown.
     io_queues: u16,
+    nr_io: u16,
+    nr_poll: u16,
     hw: Arc<Hw<'b>>,
     pdev: &'b pci::Device<Bound>,
     instance: Instance,
@@ -149,9 +177,14 @@ impl<'b> Controller<'b> {
         let admin = AdminQueue::new(bdev, aq, irqs.is_none())?;
         let hw = Hw::new(bdev, regs, admin, cap, instance.id())?;
         let mut ctrl = Controller {
+            chardev: None,
+            link: Arc::pin_init(Lease::new(), GFP_KERNEL)?,
             irqs,
             tagset: None,
+            shared: None,
             io_queues: 0,
+            nr_io: 0,
+            nr_poll: 0,
             hw,
             pdev: bdev,
             instance,
@@ -166,9 +199,52 @@ impl<'b> Controller<'b> {
         ctrl.inject(6)?;
         ctrl.setup_io_queues(cap)?;
         ctrl.inject(12)?;
-        ctrl.scan_namespaces()?;
+        ctrl.share()?;
+        if let Some(sh) = &ctrl.shared {
+            sh.scan_namespaces()?;
+        }
         ctrl.inject(13)?;
+        ctrl.publish()?;
         Ok(ctrl)
+    }
+
+    /// Moves what user space may reach into [`Shared`].
+    fn share(&mut self) -> Result {
+        let Some(id) = self.id else {
+            return Ok(());
+        };
+        let tagset = self.tagset.take();
+        let (hw, pdev, link) = (self.hw.clone(), self.pdev, self.link.clone());
+        let (io_queues, poll_queues) = (self.nr_io, self.nr_poll);
+        self.shared = Some(Arc::pin_init(
+            try_pin_init!(Shared {
+                hw,
+                id,
+                pdev,
+                io_queues,
+                poll_queues,
+                disks <- new_mutex!(tagset),
+                link,
+            }),
+            GFP_KERNEL,
+        )?);
+        Ok(())
+    }
+
+    /// Lends [`Shared`] to the link and creates `/dev/rnvme<N>`.
+    fn publish(&mut self) -> Result {
+        let Some(sh) = &self.shared else {
+            return Ok(());
+        };
+        // SAFETY: `shared` is only dropped by `Drop for Controller`, after `link.revoke()`;
+        // it is in an `Arc`, so it does not move.
+        unsafe { self.link.grant(sh) };
+        self.chardev = Some(CharDev::register(
+            fmt!("rnvme{}", self.instance.id()),
+            self.pdev.as_ref(),
+            self.link.clone(),
+        )?);
+        Ok(())
     }
 
     /// Reads and sanity-checks CAP.
@@ -311,6 +387,8 @@ impl<'b> Controller<'b> {
             set,
         )?);
         self.inject(11)?;
+        self.nr_io = nr_io;
+        self.nr_poll = nr_poll;
         let kind = self.irqs.as_ref().map_or("polled", |i| i.kind().name());
         dev_info!(
             self.pdev.as_ref(),
@@ -361,90 +439,6 @@ impl<'b> Controller<'b> {
         self.io_queues = 0;
     }
 
-    /// Identifies every active namespace and adds a disk for each one we can serve.
-    fn scan_namespaces(&mut self) -> Result {
-        let Some(id) = self.id else {
-            return Ok(());
-        };
-        if self.tagset.is_none() {
-            return Ok(());
-        }
-        let inst = self.instance.id();
-        for nsid in self.active_namespaces(&id)? {
-            let data = self.hw.admin_read(
-                Command::identify(cns::NAMESPACE, nsid, 0),
-                "Identify Namespace",
-            )?;
-            let ns = match IdentifyNamespace::parse(&data) {
-                Ok(nid) => Namespace::new(self.pdev, &id, nsid, nid),
-                Err(e) => {
-                    dev_warn!(
-                        self.pdev.as_ref(),
-                        "rnvme{inst}: namespace {nsid} skipped: {e}\n"
-                    );
-                    continue;
-                }
-            };
-            let ns = match ns {
-                Ok(ns) => ns,
-                Err(why) => {
-                    dev_warn!(
-                        self.pdev.as_ref(),
-                        "rnvme{inst}: namespace {nsid} skipped: {why}\n"
-                    );
-                    continue;
-                }
-            };
-            let limits = ns.limits(&id, PAGE_SHIFT as u32);
-            let (sectors, bs) = (ns.sectors(), ns.id.block_size());
-            let zeroes = ns.id.deallocate_reads_zeroes();
-            if let Some(ts) = self.tagset.as_mut() {
-                ts.add_disk(
-                    limits,
-                    fmt!("rnvme{inst}n{nsid}"),
-                    sectors,
-                    self.pdev.as_ref(),
-                    ns,
-                )?;
-            }
-            dev_info!(
-                self.pdev.as_ref(),
-                "rnvme{inst}n{nsid}: {} MiB, {} byte blocks{}{}\n",
-                sectors >> 11,
-                bs,
-                if id.has_volatile_write_cache() {
-                    ", volatile write cache"
-                } else {
-                    ""
-                },
-                if zeroes {
-                    ", deallocated blocks read as zeroes"
-                } else {
-                    ""
-                }
-            );
-        }
-        Ok(())
-    }
-
-    /// The active namespace ids, parsed and checked.
-    fn active_namespaces(&self, id: &IdentifyController) -> Result<KVec<u32>> {
-        let data = self.hw.admin_read(
-            Command::identify(cns::ACTIVE_NS_LIST, 0, 0),
-            "Identify Active Namespace List",
-        )?;
-        let mut ids = KBox::new([0u32; NS_LIST_MAX], GFP_KERNEL)?;
-        let n = identify::parse_ns_list(&data, id.nn, &mut ids).map_err(|e| {
-            dev_err!(self.pdev.as_ref(), "bad namespace list: {e}\n");
-            EINVAL
-        })?;
-        let mut out = KVec::with_capacity(n, GFP_KERNEL)?;
-        for &nsid in &ids[..n] {
-            out.push(nsid, GFP_KERNEL)?;
-        }
-        Ok(out)
-    }
-
     /// Identify Controller and the active namespace list; logs one line per controller.
     fn identify(&mut self, cap: Cap) -> Result {
         let data = self.hw.admin_read(
@@ -456,7 +450,7 @@ impl<'b> Controller<'b> {
             EINVAL
         })?;
 
-        let n = self.active_namespaces(&id)?.len();
+        let n = active_namespaces(&self.hw, &id)?.len();
 
         let (maj, min, ter) = r::version(self.hw.regs.vs());
         let irq = match &self.irqs {
@@ -484,17 +478,169 @@ impl<'b> Controller<'b> {
     }
 }
 
+/// The active namespace ids, parsed and checked.
+fn active_namespaces(hw: &Hw<'_>, id: &IdentifyController) -> Result<KVec<u32>> {
+    let data = hw.admin_read(
+        Command::identify(cns::ACTIVE_NS_LIST, 0, 0),
+        "Identify Active Namespace List",
+    )?;
+    let mut ids = KBox::new([0u32; NS_LIST_MAX], GFP_KERNEL)?;
+    let n = identify::parse_ns_list(&data, id.nn, &mut ids).map_err(|e| {
+        dev_err!(hw.dev(), "bad namespace list: {e}\n");
+        EINVAL
+    })?;
+    let mut out = KVec::with_capacity(n, GFP_KERNEL)?;
+    for &nsid in &ids[..n] {
+        out.push(nsid, GFP_KERNEL)?;
+    }
+    Ok(out)
+}
+
+impl<'b> Shared<'b> {
+    /// Brings the disks in line with the controller's active namespaces: removes the disks of
+    /// namespaces that are gone, identifies new ones and adds a disk for each we can serve.
+    /// Used at probe and by rescans (ioctl, namespace-changed events).
+    pub(crate) fn scan_namespaces(&self) -> Result {
+        let mut disks = self.disks.lock();
+        let Some(ts) = Option::as_mut(&mut *disks) else {
+            return Ok(());
+        };
+        let id = &self.id;
+        let inst = self.hw.instance;
+        let active = active_namespaces(&self.hw, id)?;
+        ts.retain_disks(|ns| {
+            let keep = active.contains(&ns.nsid());
+            if !keep {
+                dev_info!(
+                    self.pdev.as_ref(),
+                    "rnvme{inst}n{}: namespace no longer active, removing its disk\n",
+                    ns.nsid()
+                );
+            }
+            keep
+        });
+        for &nsid in active.iter() {
+            if ts.find_disk(|ns| ns.nsid() == nsid).is_some() {
+                continue;
+            }
+            let data = self.hw.admin_read(
+                Command::identify(cns::NAMESPACE, nsid, 0),
+                "Identify Namespace",
+            )?;
+            let ns = match IdentifyNamespace::parse(&data) {
+                Ok(nid) => Namespace::new(self.pdev, id, nsid, nid),
+                Err(e) => {
+                    dev_warn!(
+                        self.pdev.as_ref(),
+                        "rnvme{inst}: namespace {nsid} skipped: {e}\n"
+                    );
+                    continue;
+                }
+            };
+            let ns = match ns {
+                Ok(ns) => ns,
+                Err(why) => {
+                    dev_warn!(
+                        self.pdev.as_ref(),
+                        "rnvme{inst}: namespace {nsid} skipped: {why}\n"
+                    );
+                    continue;
+                }
+            };
+            let limits = ns.limits(id, PAGE_SHIFT as u32);
+            let (sectors, bs) = (ns.sectors(), ns.id.block_size());
+            let zeroes = ns.id.deallocate_reads_zeroes();
+            let private = DiskLink {
+                ctrl: self.link.clone(),
+                nsid,
+            };
+            ts.add_disk(
+                limits,
+                fmt!("rnvme{inst}n{nsid}"),
+                sectors,
+                self.pdev.as_ref(),
+                ns,
+                private,
+            )?;
+            dev_info!(
+                self.pdev.as_ref(),
+                "rnvme{inst}n{nsid}: {} MiB, {} byte blocks{}{}\n",
+                sectors >> 11,
+                bs,
+                if id.has_volatile_write_cache() {
+                    ", volatile write cache"
+                } else {
+                    ""
+                },
+                if zeroes {
+                    ", deallocated blocks read as zeroes"
+                } else {
+                    ""
+                }
+            );
+        }
+        Ok(())
+    }
+
+    /// `NVME_IOCTL_RESCAN`.
+    pub(crate) fn rescan(&self) -> Result {
+        if self.hw.state() != State::Live {
+            return Err(EBUSY);
+        }
+        self.scan_namespaces()
+    }
+
+    /// Resets the controller (keeping its disks), as an I/O timeout's second stage does.
+    pub(crate) fn reset(&self, why: &str) -> Result {
+        let disks = self.disks.lock();
+        match disks.as_ref() {
+            Some(ts) => reset::reset(&ts.handle(), why),
+            None => {
+                // No I/O queues to bring back: stopping the controller is all we can do.
+                let _ = self.hw.disable();
+                Err(ENODEV)
+            }
+        }
+    }
+
+    /// Most data one passthrough command may move.
+    pub(crate) fn max_data(&self) -> u32 {
+        self.id
+            .max_transfer_bytes(PAGE_SHIFT as u32)
+            .map_or(MAX_DATA, |m| m.min(u64::from(MAX_DATA)) as u32)
+    }
+
+    /// log2 of namespace `nsid`'s block size, if it has a disk.
+    pub(crate) fn lba_shift(&self, nsid: u32) -> Option<u32> {
+        let disks = self.disks.lock();
+        let ts = disks.as_ref()?;
+        let shift = ts.find_disk(|ns| ns.nsid() == nsid)?.data().lba_shift();
+        Some(shift)
+    }
+}
+
 impl Drop for Controller<'_> {
     fn drop(&mut self) {
-        // Disks first: their removal waits for I/O in flight, which needs the queues.
+        // No new opens, then no running or new ioctl, sysfs read or rescan.
+        self.chardev = None;
+        self.link.revoke();
+        // Disks next: their removal waits for I/O in flight, which needs the queues.
         if let Some(ts) = self.tagset.as_mut() {
             ts.remove_disks();
+        }
+        if let Some(sh) = &self.shared {
+            if let Some(ts) = Option::as_mut(&mut *sh.disks.lock()) {
+                ts.remove_disks();
+            }
         }
         self.delete_io_queues();
         self.hw.shutdown();
         // Handlers go before the queues they reap (field order does the rest).
         self.irqs = None;
         self.tagset = None;
+        if let Some(sh) = &self.shared {
+            *sh.disks.lock() = None;
+        }
         dev_info!(
             self.pdev.as_ref(),
             "rnvme{}: shut down\n",

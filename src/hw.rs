@@ -116,6 +116,11 @@ impl<'b> Hw<'b> {
         self.abort_limit.store(u32::from(acl) + 1, Relaxed);
     }
 
+    /// Resets done so far.
+    pub(crate) fn resets(&self) -> u32 {
+        self.resets.load(Relaxed)
+    }
+
     /// Counts a reset; returns how many there were, this one included.
     pub(crate) fn count_reset(&self) -> u32 {
         self.resets.fetch_add(1, Relaxed) + 1

@@ -62,6 +62,11 @@ impl<'b> Namespace<'b> {
         self.nsid
     }
 
+    /// log2 of the logical block size.
+    pub(crate) fn lba_shift(&self) -> u32 {
+        self.lba_shift
+    }
+
     /// The device doing DMA for this namespace's requests.
     pub(crate) fn dma_dev(&self) -> &Device<Bound> {
         self.pdev.as_ref()

@@ -74,6 +74,10 @@ pub(crate) enum ReqOp {
     Flush,
     Discard,
     WriteZeroes,
+    /// A driver-private command from user space (passthrough ioctl): data from the device.
+    DrvIn,
+    /// A driver-private command from user space: data to the device.
+    DrvOut,
     Other(u32),
 }
 
@@ -90,6 +94,9 @@ pub(crate) trait BlkOps: Sized + 'static {
     type DiskData<'a>: Sync;
     /// Driver state in each request's private data; built once per request.
     type Rq: Sync;
+    /// Per disk, owned by the `gendisk` itself: it lives until the last opener of the
+    /// block device is gone, which can be after the disk was removed.
+    type Private: Send + Sync + 'static;
 
     /// The queue serving hardware queue `index`.
     fn queue<'a>(set: &'a Self::SetData<'a>, index: u32) -> Option<&'a Self::Queue<'a>>;
@@ -112,6 +119,9 @@ pub(crate) trait BlkOps: Sized + 'static {
     /// `rq` has been in flight for longer than the queue's timeout. Runs in process context
     /// (blk-mq's timeout work) and may sleep; `set` is the tag set `rq` belongs to.
     fn timeout(set: TagSetRef<'_, Self>, q: &Self::Queue<'_>, rq: &Request<Self>) -> Timeout;
+    /// An ioctl on the disk's block device that the block layer does not handle itself;
+    /// `writable` says whether the device was opened for writing.
+    fn ioctl(p: &Self::Private, writable: bool, cmd: u32, arg: usize) -> Result<isize>;
 }
 
 /// What the driver did about a request that timed out.
@@ -198,6 +208,8 @@ impl<T: BlkOps> Request<T> {
             bindings::req_op_REQ_OP_FLUSH => ReqOp::Flush,
             bindings::req_op_REQ_OP_DISCARD => ReqOp::Discard,
             bindings::req_op_REQ_OP_WRITE_ZEROES => ReqOp::WriteZeroes,
+            bindings::req_op_REQ_OP_DRV_IN => ReqOp::DrvIn,
+            bindings::req_op_REQ_OP_DRV_OUT => ReqOp::DrvOut,
             other => ReqOp::Other(other),
         }
     }
@@ -711,7 +723,6 @@ impl<'a, T: BlkOps> TagSet<'a, T> {
     }
 
     /// A handle for error recovery: quiescing, cancelling requests, the driver's set data.
-    #[allow(dead_code, reason = "used by the reset ioctl")]
     pub(crate) fn handle(&self) -> TagSetRef<'_, T> {
         TagSetRef {
             // SAFETY: `set` is a live, pinned allocation (invariant), so never null.
@@ -797,15 +808,56 @@ impl<T: BlkOps> Drop for TagSet<'_, T> {
     }
 }
 
-/// `block_device_operations` with this module as owner, so an open disk pins the module.
-struct Fops(bindings::block_device_operations);
-// SAFETY: Never written after initialization; only read by the block layer.
-unsafe impl Sync for Fops {}
+/// `BLK_OPEN_WRITE` (include/linux/blkdev.h).
+const BLK_OPEN_WRITE: u32 = 1 << 1;
 
-static FOPS: Fops = Fops(bindings::block_device_operations {
-    owner: <crate::RnvmeModule as kernel::ModuleMetadata>::THIS_MODULE.as_ptr(),
-    ..pin_init::zeroed()
-});
+/// The `block_device_operations` of a [`BlkOps`] implementor, with this module as owner (an
+/// open disk pins the module).
+struct DiskOps<T: BlkOps>(PhantomData<T>);
+
+impl<T: BlkOps> DiskOps<T> {
+    const FOPS: bindings::block_device_operations = bindings::block_device_operations {
+        owner: <crate::RnvmeModule as kernel::ModuleMetadata>::THIS_MODULE.as_ptr(),
+        ioctl: Some(Self::ioctl),
+        // The NVMe passthrough structures have the same layout for 32-bit callers.
+        compat_ioctl: Some(Self::ioctl),
+        free_disk: Some(Self::free_disk),
+        ..pin_init::zeroed()
+    };
+
+    /// # Safety
+    ///
+    /// Called by the block layer for an open block device of a disk created by
+    /// [`Disk::new`], whose `private_data` holds a `T::Private` until `free_disk`.
+    unsafe extern "C" fn ioctl(
+        bdev: *mut bindings::block_device,
+        mode: bindings::blk_mode_t,
+        cmd: c_uint,
+        arg: kernel::ffi::c_ulong,
+    ) -> c_int {
+        // SAFETY: see the function's safety section; an open block device holds a
+        // reference to its disk.
+        let p = unsafe { &*(*(*bdev).bd_disk).private_data.cast::<T::Private>() };
+        match T::ioctl(p, mode & BLK_OPEN_WRITE != 0, cmd, arg) {
+            Ok(v) => v as c_int,
+            Err(e) => e.to_errno(),
+        }
+    }
+
+    /// # Safety
+    ///
+    /// Called by the block layer once, when the last reference to the disk is dropped.
+    unsafe extern "C" fn free_disk(disk: *mut bindings::gendisk) {
+        // SAFETY: `Disk::new` stored a `KBox<T::Private>` there (or left it null).
+        unsafe {
+            let p = (*disk).private_data.cast::<T::Private>();
+            if !p.is_null() {
+                (*disk).private_data = core::ptr::null_mut();
+                drop(KBox::from_raw(p));
+            }
+        }
+    }
+}
 
 /// A disk on a tag set; owned by its [`TagSet`].
 ///
@@ -836,10 +888,117 @@ impl<'a, T: BlkOps> TagSet<'a, T> {
         sectors: u64,
         parent: &Device<Bound>,
         data: T::DiskData<'a>,
+        private: T::Private,
     ) -> Result {
         self.disks.reserve(1, GFP_KERNEL)?;
-        let disk = Disk::new(self, limits, name, sectors, parent, data)?;
+        let disk = Disk::new(self, limits, name, sectors, parent, data, private)?;
         self.disks.push_within_capacity(disk).map_err(|_| ENOMEM)
+    }
+    /// The first disk whose data satisfies `pred`.
+    pub(crate) fn find_disk(
+        &self,
+        pred: impl Fn(&T::DiskData<'a>) -> bool,
+    ) -> Option<DiskRef<'_, 'a, T>> {
+        self.disks
+            .iter()
+            .find(|d| d.added && pred(&d._data))
+            .map(|disk| DiskRef { disk })
+    }
+
+    /// Removes (as [`Self::remove_disks`]) every disk whose data does not satisfy `keep`.
+    pub(crate) fn retain_disks(&mut self, keep: impl Fn(&T::DiskData<'a>) -> bool) {
+        self.disks.retain(|d| keep(&d._data));
+    }
+}
+
+/// A disk of a [`TagSet`], borrowed from it.
+pub(crate) struct DiskRef<'s, 'a, T: BlkOps> {
+    disk: &'s Disk<'a, T>,
+}
+
+impl<'s, 'a, T: BlkOps> DiskRef<'s, 'a, T> {
+    pub(crate) fn data(&self) -> &'s T::DiskData<'a> {
+        &self.disk._data
+    }
+
+    /// Runs one driver-private request (`REQ_OP_DRV_OUT` if `to_device`, else
+    /// `REQ_OP_DRV_IN`) through the disk's queues and waits for it: `len` bytes of user
+    /// memory at `addr` are its data (pinned, or bounced when the block layer's alignment
+    /// rules require), `timeout_ms` its timeout (0: the tag set's). `prep` fills the
+    /// driver's state before it is issued, `done` reads it back after it ended.
+    ///
+    /// Fails with `EFAULT` for a bad user buffer, `EINVAL` when it exceeds the queue
+    /// limits, and the block layer's error if the request failed in the driver.
+    pub(crate) fn execute_private<R>(
+        &self,
+        to_device: bool,
+        addr: usize,
+        len: u32,
+        timeout_ms: u32,
+        prep: impl FnOnce(&T::Rq),
+        done: impl FnOnce(&T::Rq) -> R,
+    ) -> Result<R> {
+        let disk = self.disk.disk.as_ptr();
+        let op = if to_device {
+            bindings::req_op_REQ_OP_DRV_OUT
+        } else {
+            bindings::req_op_REQ_OP_DRV_IN
+        };
+        // SAFETY: the disk is added and alive (`self` borrows it), so is its queue.
+        let q = unsafe { (*disk).queue };
+        // SAFETY: `q` is a live request queue of our tag set.
+        let rq = kernel::error::from_err_ptr(unsafe { bindings::blk_mq_alloc_request(q, op, 0) })?;
+        // SAFETY: `rq` is a request we own until `blk_mq_free_request`.
+        let request = unsafe { Request::<T>::from_raw(rq) };
+        if timeout_ms != 0 {
+            let j = kernel::time::msecs_to_jiffies(timeout_ms);
+            // SAFETY: as above; not yet issued.
+            unsafe { (*rq).timeout = c_uint::try_from(j).unwrap_or(c_uint::MAX) };
+        }
+        prep(request.data());
+        let mut bio = core::ptr::null_mut();
+        if len > 0 {
+            // SAFETY: `rq` is ours and not issued; `blk_rq_map_user` checks the user range
+            // (access_ok) and copies or pins it.
+            let ret = unsafe {
+                bindings::blk_rq_map_user(
+                    q,
+                    rq,
+                    core::ptr::null_mut(),
+                    addr as *mut c_void,
+                    len as usize,
+                    bindings::GFP_KERNEL,
+                )
+            };
+            if ret != 0 {
+                // SAFETY: `rq` is ours and was never issued.
+                unsafe { bindings::blk_mq_free_request(rq) };
+                return Err(Error::from_errno(ret));
+            }
+            // The bio chain must be remembered for unmapping: the request's own pointer
+            // moves on as it completes.
+            // SAFETY: `rq` is ours.
+            bio = unsafe { (*rq).bio };
+        }
+        // SAFETY: `rq` is set up; this waits for it to end.
+        let status = unsafe { bindings::blk_execute_rq(rq, false) };
+        let r = done(request.data());
+        let unmapped = if bio.is_null() {
+            0
+        } else {
+            // SAFETY: `bio` is the chain `blk_rq_map_user` built for `rq`; copies bounced
+            // data back to user memory and unpins.
+            unsafe { bindings::blk_rq_unmap_user(bio) }
+        };
+        // SAFETY: `rq` ended and is ours; not used afterwards.
+        unsafe { bindings::blk_mq_free_request(rq) };
+        if status != 0 {
+            return Err(EIO);
+        }
+        if unmapped != 0 {
+            return Err(Error::from_errno(unmapped));
+        }
+        Ok(r)
     }
 }
 
@@ -851,8 +1010,10 @@ impl<'a, T: BlkOps> Disk<'a, T> {
         sectors: u64,
         parent: &Device<Bound>,
         data: T::DiskData<'a>,
+        private: T::Private,
     ) -> Result<Self> {
         let data = KBox::pin(data, GFP_KERNEL)?;
+        let private = KBox::new(private, GFP_KERNEL)?;
         let mut lim = limits.to_raw();
         let qd = core::ptr::from_ref::<T::DiskData<'a>>(&data)
             .cast_mut()
@@ -879,7 +1040,9 @@ impl<'a, T: BlkOps> Disk<'a, T> {
             for (d, s) in dn.iter_mut().zip(bytes) {
                 *d = *s;
             }
-            (*disk).fops = &FOPS.0;
+            (*disk).fops = &DiskOps::<T>::FOPS;
+            // Freed by `free_disk`, with the disk's last reference.
+            (*disk).private_data = KBox::into_raw(private).cast();
             // Dynamic block device numbers: no fixed major, no partitions of our own.
             (*disk).major = 0;
             (*disk).first_minor = 0;

@@ -7,7 +7,9 @@
 //! `// SAFETY:` comment on every `unsafe` block; the driver above it is safe Rust.
 
 pub(crate) mod blk;
+pub(crate) mod chardev;
 pub(crate) mod irq;
+pub(crate) mod lease;
 pub(crate) mod sync;
 
 use kernel::{bindings, device, pci};

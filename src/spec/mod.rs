@@ -11,6 +11,7 @@
 pub(crate) mod command;
 pub(crate) mod completion;
 pub(crate) mod identify;
+pub(crate) mod passthru;
 pub(crate) mod prp;
 pub(crate) mod regs;
 pub(crate) mod sgl;

@@ -1,0 +1,144 @@
+# SPDX-License-Identifier: GPL-2.0
+# nvme-cli against rnvme: /dev/rnvme0 and its namespaces beside the C driver's /dev/nvme0 on
+# an identical emulated controller (two controllers, two image namespaces each). Outputs
+# are compared with what QEMU was given and with what nvme-cli reads through the C driver.
+# Then the ioctl edge cases, a bounded fuzz, and unbind with open files (nvme-ioctl).
+# Environment: FUZZ_N (random ioctls, default 3000).
+. /guest/lib.sh
+FUZZ_N=${FUZZ_N:-3000}
+
+# --- bad module parameters: insmod fails and the log names the parameter ---------------
+for bad in io_queue_depth=1 io_queue_depth=5000 io_timeout=0 admin_timeout=4000 \
+	io_queues=70000 poll_queues=2000 probe_fault_step=99; do
+	dmesg -c >/dev/null
+	name=${bad%%=*}
+	if insmod /lib/rnvme.ko "$bad" 2>/dev/null; then
+		fail "param_${bad}_rejected" "insmod succeeded"
+		rmmod rnvme
+	elif dmesg | grep -q "$bad is out of range"; then
+		pass "param_${bad}_rejected"
+	else
+		fail "param_${bad}_rejected" "no message naming $name: $(dmesg | tail -2 | tr '\n' ' ')"
+	fi
+done
+
+assign_drivers rnvme nvme
+insmod /lib/c/nvme-core.ko && insmod /lib/c/nvme.ko
+insmod /lib/rnvme.ko || {
+	fail insmod "insmod failed"
+	exit 1
+}
+wait_for 10 test -b /dev/rnvme0n2 && wait_for 10 test -b /dev/nvme0n2 || {
+	fail disks "no /dev/rnvme0n2 or /dev/nvme0n2"
+	exit 1
+}
+R=/dev/rnvme0 C=/dev/nvme0 S=/sys/class/misc/rnvme0 CS=/sys/class/nvme/nvme0
+PCI=$(bound_to rnvme | head -1)
+
+# --- character device and sysfs --------------------------------------------------------
+expect_eq chardev_root_only "crw-------" "$(ls -l $R | cut -c1-10)"
+expect_eq sysfs_model "QEMU NVMe Ctrl" "$(cat $S/model)"
+expect_eq sysfs_serial rnvme-s0 "$(cat $S/serial)"
+# The C driver keeps the field's padding; rnvme trims it.
+expect_eq sysfs_firmware_rev_as_c_driver "$(sed 's/ *$//' $CS/firmware_rev)" "$(cat $S/firmware_rev)"
+expect_eq sysfs_state live "$(cat $S/state)"
+expect_eq sysfs_queue_count_as_c_driver "$(cat $CS/queue_count)" "$(cat $S/queue_count)"
+expect_eq sysfs_cntlid_as_c_driver "$(cat $CS/cntlid)" "$(cat $S/cntlid)"
+expect_eq sysfs_device_is_the_controller "$PCI" "$(basename "$(readlink -f $S/device)")"
+
+# field DEV-OUTPUT KEY: the value of "KEY : value" lines of nvme-cli's plain output.
+field() { echo "$1" | sed -n "s/^$2[[:space:]]*: *//p" | sed 's/[[:space:]]*$//' | head -1; }
+
+# --- id-ctrl ---------------------------------------------------------------------------
+rid=$(nvme id-ctrl $R) || fail id_ctrl "nvme id-ctrl $R failed"
+cid=$(nvme id-ctrl $C)
+expect_eq id_ctrl_sn rnvme-s0 "$(field "$rid" sn)"
+expect_eq id_ctrl_mn "QEMU NVMe Ctrl" "$(field "$rid" mn)"
+expect_eq id_ctrl_fr_matches_sysfs "$(cat $S/firmware_rev)" "$(field "$rid" fr)"
+for f in vid ssvid mdts ver oacs acl aerl frmw lpa elpe sqes cqes nn oncs vwc sgls; do
+	expect_eq "id_ctrl_${f}_as_c_driver" "$(field "$cid" $f)" "$(field "$rid" $f)"
+done
+
+# --- id-ns, list-ns, get-ns-id -----------------------------------------------------------
+for n in 1 2; do
+	rns=$(nvme id-ns ${R}n$n) || fail "id_ns_$n" "nvme id-ns ${R}n$n failed"
+	cns=$(nvme id-ns ${C}n$n)
+	# 64 MiB of 512-byte blocks.
+	expect_eq "id_ns_${n}_nsze" 0x20000 "$(field "$rns" nsze)"
+	for f in ncap nlbaf flbas nsfeat dlfeat "lbaf  0"; do
+		expect_eq "id_ns_${n}_${f// /}_as_c_driver" "$(field "$cns" "$f")" "$(field "$rns" "$f")"
+	done
+done
+expect_eq id_ns_through_chardev "$(nvme id-ns ${R}n2 | sed 1d)" "$(nvme id-ns $R -n 2 | sed 1d)"
+expect_eq list_ns "$(printf '[   0]:0x1\n[   1]:0x2')" "$(nvme list-ns $R)"
+expect_eq list_ns_as_c_driver "$(nvme list-ns $C)" "$(nvme list-ns $R)"
+expect_eq get_ns_id "rnvme0n2: namespace-id:2" "$(nvme get-ns-id ${R}n2)"
+
+# --- logs --------------------------------------------------------------------------------
+rs=$(nvme smart-log $R) || fail smart_log "nvme smart-log failed"
+cs=$(nvme smart-log $C)
+for f in critical_warning temperature available_spare available_spare_threshold \
+	percentage_used; do
+	expect_eq "smart_log_${f}_as_c_driver" "$(field "$cs" $f)" "$(field "$rs" $f)"
+done
+expect_eq smart_log_temperature_qemu "50°C (323 Kelvin)" "$(field "$rs" temperature)"
+re=$(nvme error-log $R -e 4) || fail error_log "nvme error-log failed"
+# nvme-cli reads ELPE + 1 entries at most.
+expect_eq error_log_entries $(($(field "$rid" elpe) + 1)) "$(echo "$re" | grep -c 'Entry\[')"
+expect_eq error_log_as_c_driver "$(nvme error-log $C -e 4 | sed 1d)" "$(echo "$re" | sed 1d)"
+expect_eq fw_log_as_c_driver "$(nvme fw-log $C | sed 1d)" "$(nvme fw-log $R | sed 1d)"
+check fw_log_has_slot1 sh -c "nvme fw-log $R | grep -q frs1"
+
+# --- features ----------------------------------------------------------------------------
+vwc() { nvme get-feature $R -f 6 | sed -n 's/.*Current value: *//p'; }
+expect_eq get_feature_vwc_enabled 0x00000001 "$(vwc)"
+check set_feature_vwc_off nvme set-feature $R -f 6 -v 0
+expect_eq get_feature_vwc_now_off 00000000 "$(vwc)"
+check set_feature_vwc_on nvme set-feature $R -f 6 -v 1
+expect_eq get_feature_vwc_on_again 0x00000001 "$(vwc)"
+# Temperature threshold and arbitration read the same through both drivers.
+for f in 1 4; do
+	expect_eq "get_feature_${f}_as_c_driver" \
+		"$(nvme get-feature $C -f $f)" "$(nvme get-feature $R -f $f)"
+done
+expect_eq set_feature_bad_fid_fails 1 "$(nvme set-feature $R -f 0xee -v 1 >/dev/null 2>&1; echo $?)"
+
+# --- read, write, flush ---------------------------------------------------------------------
+dd if=/dev/urandom of=/tmp/d bs=64k count=1 2>/dev/null
+check nvme_write nvme write ${R}n1 -s 100 -c 127 -z 65536 -d /tmp/d
+check nvme_read nvme read ${R}n1 -s 100 -c 127 -z 65536 -d /tmp/o
+check nvme_read_returns_written cmp /tmp/d /tmp/o
+check block_read_sees_nvme_write sh -c \
+	"dd if=${R}n1 bs=512 skip=100 count=128 iflag=direct 2>/dev/null | cmp - /tmp/d"
+check nvme_flush nvme flush ${R}n1
+check nvme_flush_chardev nvme flush $R -n 1
+check admin_passthru_identify sh -c \
+	"nvme admin-passthru $R -o 6 --cdw10=1 -l 4096 -r -b | dd bs=1 skip=4 count=8 2>/dev/null | grep -qx rnvme-s0"
+
+# --- reset and rescan ----------------------------------------------------------------------
+before=$(cat $S/resets)
+dmesg -c >/dev/null
+check nvme_reset nvme reset $R
+expect_eq reset_counted $((before + 1)) "$(cat $S/resets)"
+expect_eq reset_logged 1 "$(dmesg | grep -c 'resetting controller (reset requested by user space)')"
+expect_eq state_live_after_reset live "$(cat $S/state)"
+check read_after_reset sh -c "dd if=${R}n1 bs=512 skip=100 count=128 iflag=direct 2>/dev/null | cmp - /tmp/d"
+check nvme_ns_rescan nvme ns-rescan $R
+check disks_kept_by_rescan test -b ${R}n1 -a -b ${R}n2
+
+# --- ioctl edge cases, fuzz (namespace 2 is the scratch namespace) ---------------------------
+nvme-ioctl check $R ${R}n2
+nvme-ioctl fuzz $R ${R}n2 "$FUZZ_N" 1
+check data_outside_scratch_untouched sh -c \
+	"dd if=${R}n1 bs=512 skip=100 count=128 iflag=direct 2>/dev/null | cmp - /tmp/d"
+expect_eq state_live_after_fuzz live "$(cat $S/state)"
+
+# --- unbind with open files, rebind ----------------------------------------------------------
+nvme-ioctl unbind "$PCI" $R ${R}n1
+check chardev_gone_after_unbind test ! -e $R
+echo "$PCI" >/sys/bus/pci/drivers/rnvme/bind
+wait_for 10 test -b /dev/rnvme0n1
+check id_ctrl_after_rebind nvme id-ctrl $R
+check rmmod rmmod rnvme
+kmemleak_check
+exit 0

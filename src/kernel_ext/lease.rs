@@ -1,0 +1,87 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! [`Lease`]: a `'static` door to data that lives only while a device is bound.
+//!
+//! Open files of the controller's character device, a namespace disk's `private_data` and
+//! queued work outlive the PCI binding (a file can stay open after unbind), but what they
+//! act on (registers, queues, disks) borrows from the bound device. They hold an
+//! `Arc<Lease>` instead: while bound, [`Lease::with`] lends the data inside an SRCU
+//! read-side section; [`Lease::revoke`] makes later calls fail and waits for the running
+//! ones, so the owner can tear the data down afterwards. This is what the C driver gets from
+//! reference-counting `struct nvme_ctrl` and checking its state.
+
+use core::{
+    marker::PhantomData,
+    ptr::null_mut,
+    sync::atomic::{AtomicPtr, Ordering},
+};
+use kernel::{new_srcu, prelude::*, sync::Srcu};
+
+/// A family of types `Of<'a>` that differ only in the lifetime of what they borrow.
+pub(crate) trait Family: 'static {
+    type Of<'a>: Sync + 'a;
+}
+
+/// See the module documentation.
+///
+/// # Invariants
+///
+/// `ptr` is null, or points to an `F::Of<'a>` that stays valid until [`Lease::revoke`]
+/// returns (the caller of [`Lease::grant`] promised it). It is only dereferenced inside an
+/// SRCU read-side section of `srcu` that started after it was loaded non-null; `revoke`
+/// clears it and then waits for every such section.
+#[pin_data]
+pub(crate) struct Lease<F: Family> {
+    #[pin]
+    srcu: Srcu,
+    ptr: AtomicPtr<()>,
+    _f: PhantomData<F>,
+}
+
+// SAFETY: The leased data is `Sync` and only lent as shared references; the pointer and the
+// SRCU structure are thread-safe.
+unsafe impl<F: Family> Send for Lease<F> {}
+// SAFETY: As above.
+unsafe impl<F: Family> Sync for Lease<F> {}
+
+impl<F: Family> Lease<F> {
+    /// A lease with nothing granted yet.
+    pub(crate) fn new() -> impl PinInit<Self, Error> {
+        try_pin_init!(Self {
+            srcu <- new_srcu!(),
+            ptr: AtomicPtr::new(null_mut()),
+            _f: PhantomData,
+        })
+    }
+
+    /// Lends `data` until [`Self::revoke`].
+    ///
+    /// # Safety
+    ///
+    /// `data` must stay valid (not moved, not dropped) until [`Self::revoke`] has returned.
+    pub(crate) unsafe fn grant<'a>(&self, data: &F::Of<'a>) {
+        let p = core::ptr::from_ref(data).cast_mut().cast::<()>();
+        self.ptr.store(p, Ordering::Release);
+    }
+
+    /// Calls `f` with the granted data, or returns `None` once revoked (or before any
+    /// grant). `f` may sleep; [`Self::revoke`] waits for it.
+    pub(crate) fn with<R>(&self, f: impl for<'a> FnOnce(&'a F::Of<'a>) -> R) -> Option<R> {
+        let _guard = self.srcu.read_lock();
+        let p = self.ptr.load(Ordering::Acquire);
+        if p.is_null() {
+            return None;
+        }
+        // SAFETY: non-null, so granted and not yet revoked when loaded; `revoke` waits for
+        // this read-side section before the data may go (type invariant). The reference
+        // does not escape `f`, whose lifetime is chosen here.
+        Some(f(unsafe { &*p.cast::<F::Of<'_>>() }))
+    }
+
+    /// Ends the lease: later [`Self::with`] calls return `None`; returns once every running
+    /// one has finished. Must not be called from inside [`Self::with`].
+    pub(crate) fn revoke(&self) {
+        self.ptr.store(null_mut(), Ordering::Release);
+        self.srcu.synchronize();
+    }
+}
