@@ -6,6 +6,8 @@
 
 #[path = "src/admin.rs"]
 mod admin;
+#[path = "src/aen.rs"]
+mod aen;
 #[path = "src/blk.rs"]
 mod blk;
 #[path = "src/ctrl.rs"]

@@ -214,7 +214,7 @@ for flavour in $FLAVOURS; do
 		# The I/O path, on file-backed namespaces so data is real and checked on the host.
 		img=$RNVME_ROOT/out/test-images
 		rm -rf "$img"
-		mkdir -p "$img"/{io,lba4k,mdts1,queues1,msix1,poll}
+		mkdir -p "$img"/{io,lba4k,mdts1,queues1,msix1,poll,aen}
 		run_vm "io-$flavour" "$flavour" --ctrls 1 --ns 2 --backend image \
 			--image-dir "$img/io" --size 256M \
 			--trace pci_nvme_map_sgl,pci_nvme_dsm --trace-file "$img/io/trace" \
@@ -257,6 +257,9 @@ for flavour in $FLAVOURS; do
 		# identical controller; ioctl edge cases, a bounded fuzz, unbind with open files.
 		run_vm "cli-$flavour" "$flavour" --ctrls 2 --ns 2 --backend image --size 64M \
 			-- 'sh /guest/cli.sh'
+		# Namespace attach/detach: asynchronous events add and remove disks.
+		run_vm "aen-$flavour" "$flavour" --ctrls 1 --ns 2 --subsys --detached 2 \
+			--backend image --image-dir "$img/aen" --size 64M -- 'sh /guest/aen.sh'
 		flush_test "$flavour"
 		hotplug_test "$flavour"
 		# 4 controllers probed at once, 50 load/unload cycles with I/O in between.
@@ -279,6 +282,10 @@ for flavour in $FLAVOURS; do
 		# The ioctl interface with KASAN, lockdep and kmemleak watching.
 		run_vm "cli-$flavour" "$flavour" --ctrls 2 --ns 2 --backend image --size 64M \
 			--timeout 1200 -- 'FUZZ_N=1000 sh /guest/cli.sh'
+		mkdir -p "$img/aen-debug"
+		run_vm "aen-$flavour" "$flavour" --ctrls 1 --ns 2 --subsys --detached 2 \
+			--backend image --image-dir "$img/aen-debug" --size 64M --timeout 1200 \
+			-- 'sh /guest/aen.sh'
 		# A probe failing at each of its steps unwinds cleanly (kmemleak and the other
 		# checkers watching).
 		run_vm "probefail-$flavour" "$flavour" --ctrls 2 --timeout 1200 \

@@ -7,10 +7,11 @@
 //! one the device made up, never matches the next command: it is logged and dropped.
 
 use crate::{
+    aen::AsyncEvents,
     kernel_ext::sync::Completion as Event,
     queue::Queue,
     spec::{
-        command::Command,
+        command::{admin_opcode, Command},
         completion::{Completion, Status},
     },
 };
@@ -21,7 +22,7 @@ use kernel::{
     prelude::*,
     sync::{
         atomic::{Atomic, Full, Relaxed},
-        Arc, Mutex, SpinLockIrq,
+        Arc, Mutex, SetOnce, SpinLockIrq,
     },
 };
 
@@ -101,6 +102,10 @@ pub(crate) struct AdminQueue<'b> {
     aborts: Atomic<u32>,
     /// What each abort slot aborts: command id << 16 | submission queue id.
     abort_target: [Atomic<u32>; ABORT_SLOTS],
+    /// An Asynchronous Event Request is outstanding.
+    aer_armed: Atomic<bool>,
+    /// Who handles asynchronous events, once the controller is up.
+    events: SetOnce<Arc<AsyncEvents>>,
 }
 
 /// A reserved abort slot.
@@ -111,6 +116,8 @@ pub(crate) struct AbortSlot(usize);
 const CID_ASYNC: u16 = 0x8000;
 /// Command ids of Abort commands: this plus the slot number.
 const CID_ABORT: u16 = CID_ASYNC | 0x100;
+/// Command id of the Asynchronous Event Request (one is kept outstanding, as the C driver).
+const CID_AER: u16 = CID_ASYNC | 0x200;
 /// Aborts outstanding at once, at most (the controller's own limit, ACL + 1, may be lower).
 /// With the synchronous slot this stays far below the admin queue's depth.
 pub(crate) const ABORT_SLOTS: usize = 4;
@@ -137,6 +144,8 @@ impl<'b> AdminQueue<'b> {
                 stopped: Atomic::new(false),
                 aborts: Atomic::new(0),
                 abort_target: [const { Atomic::new(0) }; ABORT_SLOTS],
+                aer_armed: Atomic::new(false),
+                events: SetOnce::new(),
             }),
             GFP_KERNEL,
         )
@@ -159,6 +168,13 @@ impl<'b> AdminQueue<'b> {
     fn complete(&self, cqe: Completion) {
         if cqe.cid & !0xff == CID_ABORT {
             self.abort_done(cqe);
+            return;
+        }
+        if cqe.cid == CID_AER && self.aer_armed.load(Relaxed) {
+            self.aer_armed.store(false, Relaxed);
+            if let Some(events) = self.events.as_ref() {
+                events.completed(&cqe);
+            }
             return;
         }
         let mut p = self.pending.lock();
@@ -298,12 +314,37 @@ impl<'b> AdminQueue<'b> {
         }
     }
 
+    /// Hands asynchronous events to `events` from now on.
+    pub(crate) fn set_event_handler(&self, events: Arc<AsyncEvents>) {
+        let _ = self.events.populate(events);
+    }
+
+    /// Sends an Asynchronous Event Request, unless one is outstanding or no handler is set.
+    /// It completes when the controller has an event to report.
+    pub(crate) fn submit_aer(&self) -> Result {
+        if self.events.as_ref().is_none() {
+            return Ok(());
+        }
+        if self.stopped.load(Relaxed) {
+            return Err(EBUSY);
+        }
+        if self.aer_armed.xchg(true, Full) {
+            return Ok(());
+        }
+        let mut cmd = Command::new(admin_opcode::ASYNC_EVENT_REQUEST);
+        cmd.set_cid(CID_AER);
+        self.queue.submit(&cmd, true).inspect_err(|_| {
+            self.aer_armed.store(false, Relaxed);
+        })
+    }
+
     /// A reset has disabled the controller: the command in flight (if any) and outstanding
     /// aborts will never complete. Wakes the waiter with [`CmdError::Reset`] and refuses new
     /// commands until [`Self::restart`].
     pub(crate) fn cancel(&self) {
         self.stopped.store(true, Relaxed);
         self.aborts.store(0, Relaxed);
+        self.aer_armed.store(false, Relaxed);
         let mut p = self.pending.lock();
         if p.cid.take().is_some() {
             p.cancelled = true;

@@ -9,6 +9,7 @@
 
 use crate::{
     admin::{AdminQueue, ADMIN_DEPTH},
+    aen::AsyncEvents,
     blk::{IoQueues, IoSet, NvmeBlk},
     hw::{self, Hw, State},
     ioctl::{CtrlChar, CtrlLink, DiskLink, MAX_DATA},
@@ -127,6 +128,7 @@ pub(crate) struct Shared<'b> {
 pub(crate) struct Controller<'b> {
     chardev: Option<Pin<KBox<CharDev<CtrlChar>>>>,
     link: Arc<CtrlLink>,
+    events: Option<Arc<AsyncEvents>>,
     irqs: Option<IrqSet<'b, QueueIrq<'b>>>,
     /// Until `shared` is built.
     tagset: Option<TagSet<'b, NvmeBlk>>,
@@ -179,6 +181,7 @@ impl<'b> Controller<'b> {
         let mut ctrl = Controller {
             chardev: None,
             link: Arc::pin_init(Lease::new(), GFP_KERNEL)?,
+            events: None,
             irqs,
             tagset: None,
             shared: None,
@@ -244,6 +247,10 @@ impl<'b> Controller<'b> {
             self.pdev.as_ref(),
             self.link.clone(),
         )?);
+        let events = AsyncEvents::new(self.link.clone())?;
+        self.hw.admin.set_event_handler(events.clone());
+        self.events = Some(events);
+        self.hw.start_async_events(Some(sh.id.oaes));
         Ok(())
     }
 
@@ -624,6 +631,9 @@ impl Drop for Controller<'_> {
         // No new opens, then no running or new ioctl, sysfs read or rescan.
         self.chardev = None;
         self.link.revoke();
+        if let Some(ev) = &self.events {
+            ev.close();
+        }
         // Disks next: their removal waits for I/O in flight, which needs the queues.
         if let Some(ts) = self.tagset.as_mut() {
             ts.remove_disks();

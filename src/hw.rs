@@ -14,7 +14,8 @@ use crate::{
     queue::ShadowDoorbells,
     regs::Regs,
     spec::{
-        command::Command,
+        command::{feature, Command},
+        event::AEC_NOTICES,
         identify::IDENTIFY_SIZE,
         regs::{self as r, cc, csts, Cap},
     },
@@ -63,6 +64,8 @@ pub(crate) struct Hw<'b> {
     abort_limit: Atomic<u32>,
     /// Resets done, for the log and tests.
     resets: Atomic<u32>,
+    /// Asynchronous Event Configuration to set after every enable (0: none).
+    aen_config: Atomic<u32>,
     /// Serializes resets.
     #[pin]
     pub(crate) reset_lock: Mutex<()>,
@@ -86,6 +89,7 @@ impl<'b> Hw<'b> {
                 state: Atomic::new(State::Live as u32),
                 abort_limit: Atomic::new(1),
                 resets: Atomic::new(0),
+                aen_config: Atomic::new(0),
                 reset_lock <- new_mutex!(()),
             }),
             GFP_KERNEL,
@@ -211,6 +215,33 @@ impl<'b> Hw<'b> {
         let nsqa = (granted & 0xffff) + 1;
         let ncqa = (granted >> 16) + 1;
         Ok(u32::from(want).min(nsqa).min(ncqa) as u16)
+    }
+
+    /// Enables the asynchronous event notices the controller supports (of
+    /// [`AEC_NOTICES`], out of its OAES) and sends an Asynchronous Event Request. Called once
+    /// the event handler is in place, and after every reset (which clears both).
+    pub(crate) fn start_async_events(&self, oaes: Option<u32>) {
+        if let Some(oaes) = oaes {
+            self.aen_config.store(oaes & AEC_NOTICES, Relaxed);
+        }
+        let config = self.aen_config.load(Relaxed);
+        if config != 0
+            && self
+                .admin_cmd(
+                    Command::set_features(feature::ASYNC_EVENT_CONFIG, config),
+                    "Set Features (Asynchronous Event Configuration)",
+                )
+                .is_err()
+        {
+            return;
+        }
+        if let Err(e) = self.admin.submit_aer() {
+            dev_warn!(
+                self.dev(),
+                "cannot send an asynchronous event request: {}\n",
+                e.to_errno()
+            );
+        }
     }
 
     /// Hands the shadow doorbell buffers to the controller and switches `queues` to them. On

@@ -187,6 +187,7 @@ fn restart(io: &IoSet<'_>) -> Result {
         EIO
     })?;
     hw.set_abort_limit(id.acl);
+    hw.start_async_events(None);
     Ok(())
 }
 

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! A `struct completion` with a bounded wait.
+//! Synchronization the 7.3 `kernel` crate lacks: a `struct completion` with a bounded wait,
+//! and waiting for queued work.
 //!
 //! `kernel::sync::Completion` only has an unbounded `wait_for_completion`; a driver must never
 //! wait forever on a device, so this one adds `wait_timeout` and `reinit`.
@@ -55,4 +56,20 @@ impl Completion {
         // SAFETY: `inner` was initialized by `new`; waiting sleeps, which callers allow.
         unsafe { bindings::wait_for_completion_timeout(self.inner.get(), jiffies) != 0 }
     }
+}
+
+/// Waits until `work` is neither queued nor running (`flush_work`).
+///
+/// `kernel::workqueue` in 7.3 can queue work but not wait for it; a driver must before its
+/// data (or the module's code) goes away.
+pub(crate) fn flush_work<T: ?Sized, const ID: u64>(work: &kernel::workqueue::Work<T, ID>) {
+    // SAFETY: `work` is a live, initialized work item (a reference to it exists).
+    unsafe { bindings::flush_work(kernel::workqueue::Work::raw_get(work)) };
+}
+
+/// The system's default unbound workqueue (`system_dfl_wq`). `kernel::workqueue::system()`
+/// in 7.3 is `system_wq`, which the kernel now reports as deprecated on every use.
+pub(crate) fn system_dfl() -> &'static kernel::workqueue::Queue {
+    // SAFETY: `system_dfl_wq` is created at boot and never destroyed.
+    unsafe { kernel::workqueue::Queue::from_raw(bindings::system_dfl_wq) }
 }

@@ -1,0 +1,49 @@
+# SPDX-License-Identifier: GPL-2.0
+# Asynchronous events: namespace 2 of an NVM subsystem starts detached. Attaching and
+# detaching it (Namespace Attachment) makes QEMU post a namespace-changed event; rnvme
+# must add and remove the disk on its own, before and after a controller reset (which
+# must send a new Asynchronous Event Request).
+. /guest/lib.sh
+R=/dev/rnvme0
+
+# attach|detach through a raw admin command: nvme-cli's attach-ns may also ask for a rescan,
+# which would hide a missing event.
+ns_attach() {
+	printf '\001\000\000\000' >/tmp/cl
+	dd if=/dev/zero bs=4092 count=1 >>/tmp/cl 2>/dev/null
+	nvme admin-passthru $R -o 0x15 -n 2 --cdw10="$1" -l 4096 -w -i /tmp/cl >/dev/null
+}
+events() { dmesg | grep -c 'asynchronous event: namespace attribute changed'; }
+
+check insmod insmod /lib/rnvme.ko
+wait_for 10 test -b ${R}n1
+check detached_namespace_has_no_disk test ! -e ${R}n2
+expect_eq allocated_namespaces_listed "$(printf '[   0]:0x1\n[   1]:0x2')" "$(nvme list-ns $R -a)"
+
+check attach_command ns_attach 0
+check event_adds_disk wait_for 10 test -b ${R}n2
+expect_eq one_event_logged 1 "$(events)"
+dd if=/dev/urandom of=/tmp/p bs=1M count=4 2>/dev/null
+check write_attached dd if=/tmp/p of=${R}n2 bs=1M oflag=direct
+
+# Detach while the disk is open: the disk goes, the open file gets errors, nothing leaks.
+exec 3<${R}n2
+check detach_ns nvme detach-ns $R -n 2 -c 0
+check event_removes_open_disk wait_for 10 test ! -e ${R}n2
+if dd if=${R}n2 of=/dev/null bs=4k count=1 iflag=direct 2>/dev/null; then
+	fail removed_disk_unreadable "read of a removed namespace succeeded"
+else
+	pass removed_disk_unreadable
+fi
+exec 3<&-
+
+# After a reset the controller has forgotten the request: rnvme must send a new one.
+check nvme_reset nvme reset $R
+check attach_after_reset ns_attach 0
+check event_after_reset_adds_disk wait_for 10 test -b ${R}n2
+expect_eq three_events_logged 3 "$(events)"
+check data_kept_while_detached sh -c "dd if=${R}n2 bs=1M count=4 iflag=direct 2>/dev/null | cmp - /tmp/p"
+check ns_rescan_keeps_disks sh -c "nvme ns-rescan $R && test -b ${R}n1 -a -b ${R}n2"
+check rmmod rmmod rnvme
+kmemleak_check
+exit 0

@@ -1,0 +1,146 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Asynchronous events: one Asynchronous Event Request is kept outstanding on the admin
+//! queue; when the controller completes it, the event is logged and handled in process
+//! context (a work item), then the request is sent again.
+//!
+//! A namespace attribute change (namespace attached, detached, resized) reads the Changed
+//! Namespace List log page, which re-enables the event, and rescans: disks of namespaces
+//! that are gone are removed, new ones added. Other events are logged; their log pages are
+//! left to user space (nvme-cli), as the C driver does.
+//!
+//! The work item is `'static` and reaches the controller through its [`CtrlLink`], so one
+//! still queued at unbind finds the link revoked and does nothing; [`AsyncEvents::close`]
+//! waits for it.
+
+use crate::{
+    ctrl::Shared,
+    ioctl::CtrlLink,
+    kernel_ext::sync::{flush_work, system_dfl},
+    spec::{
+        command::Command,
+        completion::{sc, Completion, Status},
+        event::{AsyncEvent, LOG_CHANGED_NS_LIST},
+        identify::IDENTIFY_SIZE,
+    },
+};
+use core::sync::atomic::{AtomicBool, AtomicU32, Ordering::Relaxed};
+use kernel::{
+    impl_has_work, new_work,
+    prelude::*,
+    sync::Arc,
+    workqueue::{Work, WorkItem},
+};
+
+/// A controller's asynchronous event handling.
+#[pin_data]
+pub(crate) struct AsyncEvents {
+    #[pin]
+    work: Work<AsyncEvents>,
+    link: Arc<CtrlLink>,
+    /// The completed request's status and dword 0, for the work item. One request is
+    /// outstanding at a time and sent again only by the work, so one slot suffices.
+    status: AtomicU32,
+    result: AtomicU32,
+    /// Set at teardown: completions no longer queue the work.
+    closed: AtomicBool,
+}
+
+impl_has_work! {
+    impl HasWork<Self> for AsyncEvents { self.work }
+}
+
+impl WorkItem for AsyncEvents {
+    type Pointer = Arc<AsyncEvents>;
+
+    fn run(this: Arc<AsyncEvents>) {
+        let status = Status(this.status.load(Relaxed) as u16);
+        let result = this.result.load(Relaxed);
+        this.link.with(|s| s.async_event(status, result));
+    }
+}
+
+impl AsyncEvents {
+    pub(crate) fn new(link: Arc<CtrlLink>) -> Result<Arc<Self>> {
+        Arc::pin_init(
+            pin_init!(Self {
+                work <- new_work!("rnvme::async_event"),
+                link,
+                status: AtomicU32::new(0),
+                result: AtomicU32::new(0),
+                closed: AtomicBool::new(false),
+            }),
+            GFP_KERNEL,
+        )
+    }
+
+    /// The Asynchronous Event Request completed (admin queue interrupt handler).
+    pub(crate) fn completed(self: &Arc<Self>, cqe: &Completion) {
+        self.status.store(u32::from(cqe.status().0), Relaxed);
+        self.result.store(cqe.result, Relaxed);
+        if !self.closed.load(Relaxed) {
+            // Already queued can only mean a stale completion: the queued run handles it.
+            let _ = system_dfl().enqueue(self.clone());
+        }
+    }
+
+    /// Stops handling events; returns once the work item is idle. Call after the link was
+    /// revoked.
+    pub(crate) fn close(&self) {
+        self.closed.store(true, Relaxed);
+        flush_work(&self.work);
+    }
+}
+
+impl Shared<'_> {
+    /// Handles one asynchronous event (work item, process context), then asks for the next.
+    pub(crate) fn async_event(&self, status: Status, result: u32) {
+        let inst = self.hw.instance;
+        if !status.is_success() {
+            // Aborted by a reset or shutdown (the restart sends a new one), or the
+            // controller refused it: do not send it again from here.
+            if !(status.sct() == 0 && status.code() == sc::ABORT_REQ) {
+                dev_warn!(
+                    self.hw.dev(),
+                    "rnvme{inst}: asynchronous event request failed: {status}\n"
+                );
+            }
+            return;
+        }
+        let event = AsyncEvent::decode(result);
+        dev_info!(
+            self.hw.dev(),
+            "rnvme{inst}: asynchronous event: {} (type {:#x} info {:#04x} log page {:#04x})\n",
+            event.describe(),
+            event.kind,
+            event.info,
+            event.log_page
+        );
+        if event.namespaces_changed() {
+            // Reading the log page (without Retain Asynchronous Event) re-enables the event.
+            let _ = self.hw.admin_read(
+                get_log_page(LOG_CHANGED_NS_LIST),
+                "Get Log Page (Changed Namespace List)",
+            );
+            if let Err(e) = self.scan_namespaces() {
+                dev_warn!(
+                    self.hw.dev(),
+                    "rnvme{inst}: rescan after namespace change failed: {}\n",
+                    e.to_errno()
+                );
+            }
+        }
+        if let Err(e) = self.hw.admin.submit_aer() {
+            dev_warn!(
+                self.hw.dev(),
+                "rnvme{inst}: cannot send an asynchronous event request: {}\n",
+                e.to_errno()
+            );
+        }
+    }
+}
+
+/// A Get Log Page of one page (global, NSID FFFFFFFFh).
+fn get_log_page(lid: u8) -> Command {
+    Command::get_log_page(lid, 0xffff_ffff, (IDENTIFY_SIZE / 4) as u32, 0, 0)
+}
