@@ -37,6 +37,8 @@ mod reset;
 #[path = "src/spec/mod.rs"]
 #[allow(dead_code)]
 mod spec;
+#[path = "src/stats.rs"]
+mod stats;
 
 use kernel::prelude::*;
 

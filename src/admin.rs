@@ -165,7 +165,11 @@ impl<'b> AdminQueue<'b> {
         self.queue.process_completions(|cqe| self.complete(cqe))
     }
 
+    /// Under the CQ lock.
     fn complete(&self, cqe: Completion) {
+        if !cqe.status().is_success() {
+            self.queue.stats.error_locked();
+        }
         if cqe.cid & !0xff == CID_ABORT {
             self.abort_done(cqe);
             return;

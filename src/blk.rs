@@ -201,7 +201,9 @@ impl BlkOps for NvmeBlk {
         if !q.queue.cq_pending() {
             return 0;
         }
-        q.process()
+        let n = q.process();
+        q.queue.stats.polled(n);
+        n
     }
 
     fn end_batched(rq: &Request<Self>) {

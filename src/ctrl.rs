@@ -30,6 +30,7 @@ use crate::{
         identify::{self, IdentifyController, IdentifyNamespace, NS_LIST_MAX},
         regs::{self as r, Cap},
     },
+    stats::{DebugDir, QueueStats},
 };
 use kernel::{
     device::{Bound, Core},
@@ -90,8 +91,14 @@ pub(crate) enum QueueIrq<'b> {
 impl Handler for QueueIrq<'_> {
     fn handle(&self) -> IrqReturn {
         let n = match self {
-            QueueIrq::Admin(a) => a.process(),
-            QueueIrq::Io(q) => q.process(),
+            QueueIrq::Admin(a) => {
+                a.queue().stats.interrupt();
+                a.process()
+            }
+            QueueIrq::Io(q) => {
+                q.queue.stats.interrupt();
+                q.process()
+            }
         };
         if n > 0 {
             IrqReturn::Handled
@@ -129,6 +136,9 @@ pub(crate) struct Controller<'b> {
     chardev: Option<Pin<KBox<CharDev<CtrlChar>>>>,
     link: Arc<CtrlLink>,
     events: Option<Arc<AsyncEvents>>,
+    /// Counters of every queue, in debugfs.
+    debugfs: Option<DebugDir>,
+    queue_stats: KVec<(u16, Arc<QueueStats>)>,
     irqs: Option<IrqSet<'b, QueueIrq<'b>>>,
     /// Until `shared` is built.
     tagset: Option<TagSet<'b, NvmeBlk>>,
@@ -182,6 +192,8 @@ impl<'b> Controller<'b> {
             chardev: None,
             link: Arc::pin_init(Lease::new(), GFP_KERNEL)?,
             events: None,
+            debugfs: None,
+            queue_stats: KVec::new(),
             irqs,
             tagset: None,
             shared: None,
@@ -247,6 +259,12 @@ impl<'b> Controller<'b> {
             self.pdev.as_ref(),
             self.link.clone(),
         )?);
+        let mut dbg = DebugDir::new(self.instance.id())?;
+        dbg.add_queue(0, self.hw.admin.queue().stats.clone())?;
+        for (qid, st) in self.queue_stats.iter() {
+            dbg.add_queue(*qid, st.clone())?;
+        }
+        self.debugfs = Some(dbg);
         let events = AsyncEvents::new(self.link.clone())?;
         self.hw.admin.set_event_handler(events.clone());
         self.events = Some(events);
@@ -422,7 +440,11 @@ impl<'b> Controller<'b> {
         let regs = self.hw.regs.clone();
         let v16 = vector.map(|v| v as u16);
         let q = IoQueue::new(self.pdev, regs, qid, depth, v16, shadow)?;
+        self.queue_stats.reserve(1, GFP_KERNEL)?;
         self.hw.create_io_queue(&q)?;
+        self.queue_stats
+            .push_within_capacity((qid, q.queue.stats.clone()))
+            .map_err(|_| ENOMEM)?;
         self.io_queues = qid;
         if let (Some(vector), Some(irqs)) = (vector, self.irqs.as_mut()) {
             let name = CString::try_from_fmt(fmt!("rnvme{}q{}", self.instance.id(), qid))?;

@@ -128,6 +128,7 @@ impl<'b> IoQueue<'b> {
                 if status.is_success() {
                     rq.complete_batched(batch);
                 } else {
+                    self.queue.stats.error_locked();
                     rq.complete();
                 }
             }

@@ -17,6 +17,7 @@ use crate::{
         completion::Completion,
         regs::{shadow_len, shadow_need_event, shadow_sq_index},
     },
+    stats::QueueStats,
 };
 use core::sync::atomic::{AtomicBool, AtomicU32, Ordering::Relaxed};
 use kernel::{
@@ -122,6 +123,7 @@ pub(crate) struct Queue<'b> {
     /// A copy of the CQ head and phase (`phase << 16 | head`) for [`Self::cq_pending`],
     /// readable without the lock.
     cq_hint: AtomicU32,
+    pub(crate) stats: Arc<QueueStats>,
     #[pin]
     sq_state: SpinLock<SqState>,
     /// Taken by the interrupt handler and, for polled completion, by process context.
@@ -160,6 +162,7 @@ impl<'b> Queue<'b> {
                 shadow_on: AtomicBool::new(false),
                 shadow_slots,
                 cq_hint: AtomicU32::new(1 << 16),
+                stats: QueueStats::new()?,
                 sq_state <- new_spinlock!(SqState { tail: 0, rung: 0 }),
                 cq_state <- new_spinlock_irq!(CqState { head: 0, phase: true }),
             }),
@@ -194,6 +197,7 @@ impl<'b> Queue<'b> {
             *d = d.to_le();
         }
         io_project!(&self.sq, [try: sq.tail as usize]).copy_write(dw);
+        self.stats.submitted_locked();
         sq.tail = if sq.tail + 1 == self.depth {
             0
         } else {
@@ -234,6 +238,7 @@ impl<'b> Queue<'b> {
             // after prior stores to coherent memory).
             if self.need_mmio(0, sq.tail) {
                 self.regs.ring(self.db.sq, sq.tail);
+                self.stats.sq_doorbell_locked();
             }
             sq.rung = sq.tail;
         }
@@ -302,9 +307,11 @@ impl<'b> Queue<'b> {
         if n > 0 {
             self.cq_hint
                 .store(u32::from(st.phase) << 16 | u32::from(st.head), Relaxed);
-            if self.need_mmio(1, st.head) {
+            let mmio = self.need_mmio(1, st.head);
+            if mmio {
                 self.regs.ring(self.db.cq, st.head);
             }
+            self.stats.completed_locked(n, mmio);
         }
         n
     }

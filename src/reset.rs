@@ -41,6 +41,7 @@ pub(crate) fn timeout(
     let io = set.data();
     let hw = &io.hw;
     let (qid, tag) = (q.queue.qid(), rq.tag());
+    q.queue.stats.timeout();
     let cid = io_cid::encode(tag, rq.data().generation());
     let s = hw.regs.csts();
     if r::device_gone(s) {

@@ -115,6 +115,21 @@ check nvme_flush_chardev nvme flush $R -n 1
 check admin_passthru_identify sh -c \
 	"nvme admin-passthru $R -o 6 --cdw10=1 -l 4096 -r -b | dd bs=1 skip=4 count=8 2>/dev/null | grep -qx rnvme-s0"
 
+# --- debugfs queue counters --------------------------------------------------------------
+check debugfs_queue_files test -r /sys/kernel/debug/rnvme0/q0 -a -r /sys/kernel/debug/rnvme0/q1
+c0=$(stat_sum 0 completed) s0=$(stat_sum 0 submitted) d0=$(stat_sum 0 sq_doorbells)
+dd if=${R}n1 of=/dev/null bs=4k count=100 iflag=direct 2>/dev/null
+c1=$(stat_sum 0 completed) s1=$(stat_sum 0 submitted) d1=$(stat_sum 0 sq_doorbells)
+expect_eq debugfs_completed_counts_100_reads 1 "$(((c1 - c0) >= 100 && (c1 - c0) < 110))"
+expect_eq debugfs_submitted_counts_100_reads 1 "$(((s1 - s0) >= 100 && (s1 - s0) < 110))"
+expect_eq debugfs_doorbell_per_read_at_qd1 1 "$(((d1 - d0) >= 100))"
+expect_eq debugfs_in_flight_idle 0 "$(stat_sum 0 in_flight)"
+expect_eq debugfs_interrupts_counted 1 "$(($(stat_sum 0 interrupts) >= 100))"
+expect_eq debugfs_no_polled_without_poll_queues 0 "$(stat_sum 0 polled)"
+expect_eq debugfs_no_timeouts 0 "$(stat_sum 0 timeouts)"
+expect_eq debugfs_no_errors_yet 0 "$(stat_sum 0 errors)"
+expect_eq debugfs_admin_commands_counted 1 "$(($(stat_sum 0 completed q0) > 10))"
+
 # --- reset and rescan ----------------------------------------------------------------------
 before=$(cat $S/resets)
 dmesg -c >/dev/null
@@ -128,6 +143,9 @@ check disks_kept_by_rescan test -b ${R}n1 -a -b ${R}n2
 
 # --- ioctl edge cases, fuzz (namespace 2 is the scratch namespace) ---------------------------
 nvme-ioctl check $R ${R}n2
+# Its invalid opcode and out-of-range commands failed on the I/O queues, one on the admin.
+expect_eq debugfs_io_errors_counted 1 "$(($(stat_sum 0 errors) >= 2))"
+expect_eq debugfs_admin_errors_counted 1 "$(($(stat_sum 0 errors q0) >= 1))"
 nvme-ioctl fuzz $R ${R}n2 "$FUZZ_N" 1
 check data_outside_scratch_untouched sh -c \
 	"dd if=${R}n1 bs=512 skip=100 count=128 iflag=direct 2>/dev/null | cmp - /tmp/d"

@@ -86,3 +86,11 @@ finish() {
 	echo "guest tests done: $FAILED failed"
 	[ "$FAILED" -eq 0 ]
 }
+
+# stat_sum CTRL COUNTER [QUEUES-GLOB]: a debugfs queue counter of rnvme controller CTRL,
+# summed over its I/O queues (or over the queues QUEUES-GLOB names, e.g. q0).
+stat_sum() {
+	grep -q ' /sys/kernel/debug ' /proc/mounts || mount -t debugfs none /sys/kernel/debug
+	cat /sys/kernel/debug/rnvme$1/${3:-q[1-9]*} 2>/dev/null |
+		awk -v k="$2" '$1 == k { s += $2 } END { print s + 0 }'
+}

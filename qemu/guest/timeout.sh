@@ -74,6 +74,7 @@ expect_eq read_after_reset "$sum_before" "$sum_new"
 
 # With a timeout longer than the device's latency the slow namespace works again.
 echo 10000 >/sys/block/rnvme0n2/queue/io_timeout
+expect_eq debugfs_timeouts_counted 1 "$(($(stat_sum 0 timeouts) >= 2))"
 check slow_read_within_timeout dd if=$slow of=/dev/null bs=4k count=1 iflag=direct
 # A passthrough command's own timeout (1 s) wins over the queue's (10 s): abort, reset,
 # and the command comes back as aborted before the queue's timeout would even fire (QEMU
