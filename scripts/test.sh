@@ -200,6 +200,22 @@ for flavour in $FLAVOURS; do
 		continue
 	fi
 	ok "build: rnvme.ko for $flavour kernel, no warnings"
+	# Every module parameter has a description in modinfo and a row in the README.
+	if [ "$flavour" = base ]; then
+		nparm=0
+		while IFS= read -r line; do
+			p=${line%%:*} desc=${line#*:}
+			nparm=$((nparm + 1))
+			if [ -z "${desc// /}" ] || [ "$desc" = "$line" ]; then
+				bad "modinfo: $p documented" "no description"
+			elif ! grep -q "^| \`$p\` |" "$RNVME_ROOT/README.md"; then
+				bad "modinfo: $p documented" "not in the README's parameter table"
+			else
+				ok "modinfo: $p documented"
+			fi
+		done < <(/sbin/modinfo -F parm "$RNVME_ROOT/out/$flavour/rnvme.ko")
+		[ $nparm -gt 0 ] || bad "modinfo: parameters listed" "modinfo shows none"
+	fi
 
 	# Bring-up: probe, identify, unbind/bind, 20 load cycles, beside the C driver.
 	# Three controllers with two namespaces each on the plain kernel; two with one on the
