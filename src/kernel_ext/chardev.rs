@@ -108,6 +108,12 @@ impl<T: CharDevOps> CharDev<T> {
             a.attrs[i].attr.name = n.as_char_ptr();
             a.attrs[i].attr.mode = 0o444;
             a.attrs[i].__bindgen_anon_1.show = Some(Self::show);
+            // `sysfs_attr_init`: lockdep needs a static key for attributes that are not
+            // static themselves.
+            #[cfg(CONFIG_DEBUG_LOCK_ALLOC)]
+            {
+                a.attrs[i].attr.key = kernel::static_lock_class!().as_ptr();
+            }
             a.ptrs[i] = &raw mut a.attrs[i].attr;
         }
         a.group.__bindgen_anon_2.attrs = a.ptrs.as_mut_ptr();
