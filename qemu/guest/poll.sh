@@ -22,6 +22,11 @@ echo "polled fio: exit $rc, $ios I/Os, queue interrupts $before -> $after"
 [ "${ios:-0}" -gt 1000 ] && [ $((after - before)) -lt $((ios / 10)) ] && pass polled_io_without_interrupts ||
 	fail polled_io_without_interrupts "$ios I/Os, $((after - before)) interrupts"
 echo "RNVME-VERIFIED 16MiB"
+# debugfs counts them as polled completions (writes and verify reads: at least ios).
+polled=$(stat_sum 0 polled)
+echo "debugfs polled completions: $polled"
+[ "$polled" -ge "${ios:-1}" ] && pass debugfs_polled_counted ||
+	fail debugfs_polled_counted "$polled polled completions for $ios I/Os"
 # Interrupt-driven I/O still works next to it.
 check interrupt_io dd if=/dev/rnvme0n1 of=/dev/null bs=64k count=64 iflag=direct
 check rmmod rmmod rnvme
