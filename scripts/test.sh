@@ -175,10 +175,17 @@ hotplug_test() {
 			step=removed
 		elif [ $step = removed ] && grep -q RNVME-HOTPLUG-REMOVED "$log" 2>/dev/null; then
 			# An nvme-ns cannot be hot-added to a controller's bus; the controller's own
-			# drive property gives it namespace 1.
-			"$RNVME_ROOT/qemu/qmp" "$qmp" device_add \
-				'{"driver": "nvme", "id": "nvme1", "serial": "rnvme-s1", "drive": "c1n1"}' \
-				>>"$LOGS/$name.qmp.log" 2>&1
+			# drive property gives it namespace 1. QEMU may still hold the drive for the
+			# removed controller for a moment after the guest saw it go ("permission
+			# conflict on node c1n1", seen once): try again until it takes the device.
+			local try reply
+			for try in $(seq 20); do
+				reply=$("$RNVME_ROOT/qemu/qmp" "$qmp" device_add \
+					'{"driver": "nvme", "id": "nvme1", "serial": "rnvme-s1", "drive": "c1n1"}' 2>&1)
+				echo "$reply" >>"$LOGS/$name.qmp.log"
+				echo "$reply" | grep -q '"error"' || break
+				sleep 0.5
+			done
 			step=added
 		fi
 		sleep 0.2
