@@ -236,7 +236,7 @@ fn build_command(
                 io_opcode::WRITE
             };
             let cmd = Command::rw(opcode, nsid, slba, nlb, rq.fua());
-            map_data(q, ns, rq, cmd)
+            map_data(q, ns, rq, cmd, false)
         }
         ReqOp::WriteZeroes => {
             let (slba, nlb) = ns.blocks(rq.sector(), rq.bytes()).ok_or(BlkStatus::IoErr)?;
@@ -273,7 +273,10 @@ fn build_command(
             if rq.bytes() == 0 {
                 Ok(cmd)
             } else {
-                map_data(q, ns, rq, cmd)
+                // Passthrough buffers may be longer than the command's transfer (nvme-cli
+                // passes its whole buffer): PRPs allow that, SGLs do not (SGL Length
+                // Invalid).
+                map_data(q, ns, rq, cmd, true)
             }
         }
         ReqOp::Other(_) => Err(BlkStatus::NotSupp),
@@ -282,12 +285,14 @@ fn build_command(
 
 /// Maps the request's data and points the command at it: with an SGL when the controller
 /// supports them and the transfer is at least `sgl_threshold` bytes of more than one segment
-/// (one descriptor per segment beats one PRP entry per page), else with PRPs.
+/// (one descriptor per segment beats one PRP entry per page) and not `prps_only`, else with
+/// PRPs.
 fn map_data(
     q: &IoQueue<'_>,
     ns: &Namespace<'_>,
     rq: &Request<NvmeBlk>,
     cmd: Command,
+    prps_only: bool,
 ) -> Result<Command, BlkStatus> {
     let dev = ns.dma_dev();
     // Mapping can fail for want of IOMMU space: ask blk-mq to try again later.
@@ -295,11 +300,8 @@ fn map_data(
     let tag = rq.tag();
     let mut put_err = false;
     let threshold = params::sgl_threshold();
-    // Passthrough buffers may be longer than the command's transfer (nvme-cli passes its
-    // whole buffer): PRPs allow that, SGLs do not (SGL Length Invalid), so they get PRPs.
-    let passthru = matches!(rq.op(), ReqOp::DrvIn | ReqOp::DrvOut);
     let use_sgl =
-        !passthru && ns.sgl() && threshold != 0 && segments > 1 && rq.bytes() >= threshold;
+        !prps_only && ns.sgl() && threshold != 0 && segments > 1 && rq.bytes() >= threshold;
     let mapped = if use_sgl {
         sgl::build(
             rq.segments(),

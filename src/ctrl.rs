@@ -12,7 +12,7 @@ use crate::{
     aen::AsyncEvents,
     blk::{IoQueues, IoSet, NvmeBlk},
     hw::{self, Hw, State},
-    ioctl::{CtrlChar, CtrlLink, DiskLink, MAX_DATA},
+    ioctl::{CtrlChar, CtrlLink, DiskLink},
     ioq::{self, IoQueue},
     kernel_ext::{
         blk::TagSet,
@@ -20,7 +20,7 @@ use crate::{
         irq::{IrqKind, IrqSet, IrqTypes},
         lease::Lease,
     },
-    ns::Namespace,
+    ns::{self, Namespace},
     params,
     queue::{Queue, ShadowDoorbells},
     regs::{Regs, BAR0_MIN},
@@ -116,7 +116,6 @@ impl Handler for QueueIrq<'_> {
 pub(crate) struct Shared<'b> {
     pub(crate) hw: Arc<Hw<'b>>,
     pub(crate) id: IdentifyController,
-    pdev: &'b pci::Device<Bound>,
     /// I/O queues with interrupts, and polled ones.
     pub(crate) io_queues: u16,
     pub(crate) poll_queues: u16,
@@ -229,13 +228,12 @@ impl<'b> Controller<'b> {
             return Ok(());
         };
         let tagset = self.tagset.take();
-        let (hw, pdev, link) = (self.hw.clone(), self.pdev, self.link.clone());
+        let (hw, link) = (self.hw.clone(), self.link.clone());
         let (io_queues, poll_queues) = (self.nr_io, self.nr_poll);
         self.shared = Some(Arc::pin_init(
             try_pin_init!(Shared {
                 hw,
                 id,
-                pdev,
                 io_queues,
                 poll_queues,
                 disks <- new_mutex!(tagset),
@@ -541,7 +539,7 @@ impl<'b> Shared<'b> {
             let keep = active.contains(&ns.nsid());
             if !keep {
                 dev_info!(
-                    self.pdev.as_ref(),
+                    self.hw.pdev.as_ref(),
                     "rnvme{inst}n{}: namespace no longer active, removing its disk\n",
                     ns.nsid()
                 );
@@ -557,10 +555,10 @@ impl<'b> Shared<'b> {
                 "Identify Namespace",
             )?;
             let ns = match IdentifyNamespace::parse(&data) {
-                Ok(nid) => Namespace::new(self.pdev, id, nsid, nid),
+                Ok(nid) => Namespace::new(self.hw.pdev, id, nsid, nid),
                 Err(e) => {
                     dev_warn!(
-                        self.pdev.as_ref(),
+                        self.hw.pdev.as_ref(),
                         "rnvme{inst}: namespace {nsid} skipped: {e}\n"
                     );
                     continue;
@@ -570,7 +568,7 @@ impl<'b> Shared<'b> {
                 Ok(ns) => ns,
                 Err(why) => {
                     dev_warn!(
-                        self.pdev.as_ref(),
+                        self.hw.pdev.as_ref(),
                         "rnvme{inst}: namespace {nsid} skipped: {why}\n"
                     );
                     continue;
@@ -587,12 +585,12 @@ impl<'b> Shared<'b> {
                 limits,
                 fmt!("rnvme{inst}n{nsid}"),
                 sectors,
-                self.pdev.as_ref(),
+                self.hw.pdev.as_ref(),
                 ns,
                 private,
             )?;
             dev_info!(
-                self.pdev.as_ref(),
+                self.hw.pdev.as_ref(),
                 "rnvme{inst}n{nsid}: {} MiB, {} byte blocks{}{}\n",
                 sectors >> 11,
                 bs,
@@ -634,9 +632,7 @@ impl<'b> Shared<'b> {
 
     /// Most data one passthrough command may move.
     pub(crate) fn max_data(&self) -> u32 {
-        self.id
-            .max_transfer_bytes(PAGE_SHIFT as u32)
-            .map_or(MAX_DATA, |m| m.min(u64::from(MAX_DATA)) as u32)
+        ns::max_transfer(&self.id, PAGE_SHIFT as u32)
     }
 
     /// log2 of namespace `nsid`'s block size, if it has a disk.

@@ -7,7 +7,7 @@
 //! open file or block device gets `ENODEV` instead of touching freed memory.
 //!
 //! - Admin commands (`NVME_IOCTL_ADMIN_CMD`, `ADMIN64_CMD`) run on the admin queue with the
-//!   user's data copied through a DMA buffer of the driver's own (at most [`MAX_DATA`]);
+//!   user's data copied through a DMA buffer of the driver's own (at most `ns::max_transfer`);
 //!   a timeout resets the controller, as the C driver does, since only a disabled controller
 //!   is sure to have stopped writing into that buffer.
 //! - I/O commands (`NVME_IOCTL_IO_CMD`, `IO64_CMD`, `SUBMIT_IO`) go through blk-mq as
@@ -39,9 +39,6 @@ use kernel::{
     sync::Arc,
     uaccess::{UserPtr, UserSlice},
 };
-
-/// Most data one passthrough command moves: what one PRP list page describes (or MDTS).
-pub(crate) const MAX_DATA: u32 = 2 << 20;
 
 /// The lease families: a controller's shared state, borrowed from the bound device.
 pub(crate) struct CtrlFamily;
@@ -173,11 +170,10 @@ fn read_cmd(arg: usize, layout: Layout, max_data: u32) -> Result<PassthruCmd> {
 /// Writes the command's result dword(s) back into the user's structure.
 fn write_result(arg: usize, layout: Layout, result: u64) -> Result {
     let (off, len) = layout.result_field();
-    let bytes = result.to_ne_bytes();
     let mut w = UserSlice::new(UserPtr::from_addr(arg).wrapping_byte_add(off), len).writer();
-    match len {
-        4 => w.write_slice(&(result as u32).to_ne_bytes()),
-        _ => w.write_slice(&bytes),
+    match layout {
+        Layout::Result32 => w.write_slice(&(result as u32).to_ne_bytes()),
+        Layout::Result64 => w.write_slice(&result.to_ne_bytes()),
     }
 }
 

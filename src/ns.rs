@@ -20,6 +20,14 @@ use kernel::{
 /// Largest transfer we issue: one PRP list page describes 512 pages after the first.
 const MAX_TRANSFER: u64 = 2 << 20;
 
+/// Most bytes one command moves on a controller identified by `ctrl`: MDTS, and at most
+/// what one PRP list page describes. Block requests and passthrough commands alike.
+pub(crate) fn max_transfer(ctrl: &IdentifyController, page_shift: u32) -> u32 {
+    ctrl.max_transfer_bytes(page_shift)
+        .unwrap_or(MAX_TRANSFER)
+        .min(MAX_TRANSFER) as u32
+}
+
 /// One namespace exposed as a disk.
 pub(crate) struct Namespace<'b> {
     pdev: &'b pci::Device<Bound>,
@@ -92,11 +100,7 @@ impl<'b> Namespace<'b> {
     /// Queue limits for this namespace on a controller identified by `ctrl`.
     pub(crate) fn limits(&self, ctrl: &IdentifyController, page_shift: u32) -> Limits {
         let bs = self.id.block_size();
-        let max_bytes = ctrl
-            .max_transfer_bytes(page_shift)
-            .unwrap_or(MAX_TRANSFER)
-            .min(MAX_TRANSFER);
-        let max_sectors = (max_bytes >> 9) as u32;
+        let max_sectors = max_transfer(ctrl, page_shift) >> 9;
         // Write Zeroes counts blocks in 16 bits.
         let max_wz = (65536u64 << (self.lba_shift - 9)).min(u64::from(max_sectors)) as u32;
         Limits {
