@@ -9,6 +9,7 @@
 #   make test         host unit tests + the QEMU test suite
 #   make bench        rnvme against the C driver and null_blk (table, JSON, plot in out/bench)
 #   make profile      instructions per kernel function per read, C driver and rnvme
+#   make mutants      plant each bug of scripts/mutants.toml in a copy; the tests must catch it
 #   make qemu         interactive shell in the test VM with rnvme.ko in /lib
 #   make setup        toolchain, kernel source and test kernel only
 #   make clean        remove build products (not the cache)
@@ -20,7 +21,7 @@ ifeq ("$(origin CLIPPY)", "command line")
 KMAKE_EXTRA := CLIPPY=$(CLIPPY)
 endif
 
-.PHONY: all module setup test unit-test qemu clean rust-analyzer fmt bench profile
+.PHONY: all module setup test unit-test qemu clean rust-analyzer fmt bench profile mutants
 
 all: module
 
@@ -65,3 +66,7 @@ fmt:
 
 clean:
 	@rm -rf out host/target rust-project.json
+
+# Planted bugs, one at a time, each against the tests that should catch it.
+mutants:
+	@scripts/mutants.py $(MUTANTS)

@@ -1,32 +1,43 @@
 #!/usr/bin/env bash
 # `make test`: the host unit tests, then every VM scenario on the test kernels.
 #
-# Each guest test prints `RNVME-TEST PASS|FAIL name`; each VM run adds one more test that
-# passes only if the guest finished and its kernel log has no WARNING/BUG/Oops/KASAN/
-# lockdep/hung-task report. The last line is `N passed, M failed`; the exit status is
-# non-zero if anything failed.
+# Each guest test reports `RNVME-TEST PASS|FAIL name` on the VM's results channel (a serial
+# port of its own, qemu/run --results); the guest's expectations of QEMU's trace are
+# checked here (scripts/trace_expect.py). Each VM run adds two tests: the guest exited 0
+# and its kernel log has no WARNING/BUG/Oops/KASAN/lockdep/hung-task report; the guest's
+# own count of passes and failures matches the lines received. Every name is compared with
+# the manifest (scripts/test.manifest): a missing, duplicated or unknown test fails. The
+# last line is `N passed, M failed`; the exit status is non-zero if anything failed.
 #
 #   RNVME_TEST_FLAVOURS="base debug"   kernels to run the VM scenarios on
 #   RNVME_TEST_ONLY=regex              only scenarios whose name matches
+#   RNVME_TEST_LOGS=dir                where the logs go (default out/test-logs)
 . "$(dirname "$0")/common.sh"
 set +e
 
 FLAVOURS=${RNVME_TEST_FLAVOURS:-"base debug"}
-LOGS=$RNVME_ROOT/out/test-logs
+LOGS=${RNVME_TEST_LOGS:-$RNVME_ROOT/out/test-logs}
+MANIFEST=$RNVME_ROOT/scripts/test.manifest
 rm -rf "$LOGS"
 mkdir -p "$LOGS"
+: >"$LOGS/seen"
 PASS=0
 FAIL=0
 HOST_VERIFIED_MIB=0
 FAILED_NAMES=()
+# QEMU trace events every VM scenario records: the evidence of what the device did.
+TRACE_EVENTS=pci_nvme_read,pci_nvme_write,pci_nvme_io_cmd,pci_nvme_admin_cmd,pci_nvme_dsm*,pci_nvme_map_sgl,pci_nvme_mmio_start_success,pci_nvme_mmio_shutdown_set
 
+# ok NAME / bad NAME [WHY]: one test result; NAME is "scenario: test".
 ok() {
 	PASS=$((PASS + 1))
+	echo "$1" >>"$LOGS/seen"
 	echo "PASS  $1"
 }
 bad() {
 	FAIL=$((FAIL + 1))
 	FAILED_NAMES+=("$1")
+	echo "$1" >>"$LOGS/seen"
 	echo "FAIL  $1${2:+: $2}"
 }
 
@@ -46,18 +57,63 @@ if [ $status -ne 0 ] && ! grep -q '^test result: FAILED' "$LOGS/host.log"; then
 fi
 
 # --- VM scenarios ----------------------------------------------------------------------
-# guest_results NAME LOG: counts the guest's RNVME-TEST lines.
+# guest_results NAME: the guest's RNVME-TEST lines from its results channel, its own count
+# of them, and its expectations of QEMU's trace.
 guest_results() {
-	local name=$1 line rest
+	local name=$1 res=$LOGS/$1.results line rest np=0 nf=0 done_line
 	while IFS= read -r line; do
 		case $line in
-		"RNVME-TEST PASS "*) ok "$name: ${line#RNVME-TEST PASS }" ;;
+		"RNVME-TEST PASS "*)
+			np=$((np + 1))
+			ok "$name: ${line#RNVME-TEST PASS }"
+			;;
 		"RNVME-TEST FAIL "*)
+			nf=$((nf + 1))
 			rest=${line#RNVME-TEST FAIL }
 			bad "$name: ${rest%%: *}" "${rest#*: }"
 			;;
 		esac
-	done < <(grep -aoE 'RNVME-TEST (PASS|FAIL) .*' "$2" | tr -d '\r')
+	done < <(tr -d '\r' <"$res" 2>/dev/null)
+	done_line=$(tr -d '\r' <"$res" 2>/dev/null | grep -E '^RNVME-DONE ' | tail -1)
+	if [ "$done_line" = "RNVME-DONE passed=$np failed=$nf" ]; then
+		ok "$name: every result the guest counted was received"
+	else
+		bad "$name: every result the guest counted was received" \
+			"guest: '${done_line:-no RNVME-DONE line}', received: passed=$np failed=$nf"
+	fi
+	# Every expectation gets its verdict; a checker that stopped half way is a failure.
+	local want nres=0
+	want=$(tr -d '\r' <"$res" 2>/dev/null | grep -c '^RNVME-TRACE-EXPECT ')
+	python3 "$RNVME_ROOT/scripts/trace_expect.py" "$res" "$LOGS/$name.trace" \
+		>"$LOGS/$name.trace-check" 2>&1
+	while IFS= read -r line; do
+		case $line in
+		"PASS "*)
+			nres=$((nres + 1))
+			ok "$name: ${line#PASS }"
+			;;
+		"FAIL "*)
+			nres=$((nres + 1))
+			rest=${line#FAIL }
+			bad "$name: ${rest%%: *}" "${rest#*: }"
+			;;
+		esac
+	done <"$LOGS/$name.trace-check"
+	if [ "$nres" != "$want" ]; then
+		bad "$name: trace expectations checked" "$want expected, $nres verdicts: $(tail -3 "$LOGS/$name.trace-check")"
+	fi
+}
+
+# vm_status NAME RC: the guest command exited 0 and the kernel log is clean.
+vm_status() {
+	local name=$1 rc=$2 log=$LOGS/$1.console.log
+	case $rc in
+	0) ok "$name: guest exited 0, kernel log clean" ;;
+	3) bad "$name: guest exited 0, kernel log clean" "kernel reported problems:
+$(grep -A20 'kernel reported problems' "$LOGS/$name.run.log" | tail -n +2)" ;;
+	*) bad "$name: guest exited 0, kernel log clean" \
+		"qemu/run exited $rc: $(tail -2 "$LOGS/$name.run.log" | tr '\n' ' ') (log: $log)" ;;
+	esac
 }
 
 # run_vm NAME FLAVOUR QEMU-OPTIONS... -- GUEST-COMMAND
@@ -69,17 +125,12 @@ run_vm() {
 	fi
 	local log=$LOGS/$name.console.log
 	say "VM scenario $name ($flavour kernel)"
-	"$RNVME_ROOT/qemu/run" --flavour "$flavour" --quiet --log "$log" "$@" \
-		>"$LOGS/$name.run.log" 2>&1
+	"$RNVME_ROOT/qemu/run" --flavour "$flavour" --quiet --log "$log" \
+		--results "$LOGS/$name.results" --trace "$TRACE_EVENTS" --trace-file "$LOGS/$name.trace" \
+		"$@" >"$LOGS/$name.run.log" 2>&1
 	local rc=$?
-	guest_results "$name" "$log"
-	case $rc in
-	0 | 1) ok "$name: guest finished, kernel log clean" ;;
-	3) bad "$name: guest finished, kernel log clean" "kernel reported problems:
-$(grep -A20 'kernel reported problems' "$LOGS/$name.run.log" | tail -n +2)" ;;
-	*) bad "$name: guest finished, kernel log clean" \
-		"qemu/run exited $rc: $(tail -2 "$LOGS/$name.run.log" | tr '\n' ' ') (log: $log)" ;;
-	esac
+	guest_results "$name"
+	vm_status "$name" $rc
 }
 
 # The data a guest wrote through rnvme (qemu/guest/io.sh, HOSTCHECK=1) is verified on the
@@ -87,11 +138,11 @@ $(grep -A20 'kernel reported problems' "$LOGS/$name.run.log" | tail -n +2)" ;;
 host_verify() {
 	local name=$1 img=$2 log=$LOGS/$1.hostcheck.log
 	[[ -n ${RNVME_TEST_ONLY:-} && ! $name =~ $RNVME_TEST_ONLY ]] && return
-	if ! grep -q RNVME-HOSTCHECK-WRITTEN "$LOGS/$name.console.log"; then
+	if ! grep -q RNVME-HOSTCHECK-WRITTEN "$LOGS/$name.results"; then
 		bad "$name: host verifies the image" "the guest did not write the data"
 	elif fio --name=hostcheck --filename="$img" --rw=randwrite --bs=64k --size=32M \
 		--ioengine=psync --verify=crc32c --verify_only --verify_fatal=1 --randseed=1234 \
-		--output="$log" && ! grep -qE "err=[ ]*[1-9]|verify: bad" "$log"; then
+		--verify_state_save=0 --output="$log" && ! grep -qE "err=[ ]*[1-9]|verify: bad" "$log"; then
 		ok "$name: host verifies the image (32 MiB, crc32c)"
 		HOST_VERIFIED_MIB=$((HOST_VERIFIED_MIB + 32))
 	else
@@ -113,17 +164,18 @@ flush_test() {
 	local flavour=$1 name=flush-$1
 	[[ -n ${RNVME_TEST_ONLY:-} && ! $name =~ $RNVME_TEST_ONLY ]] && return
 	local dir=$RNVME_ROOT/out/test-images/$name log=$LOGS/$name.console.log
+	local res=$LOGS/$name.results
 	rm -rf "$dir"
 	mkdir -p "$dir"
 	say "VM scenario $name ($flavour kernel)"
 	"$RNVME_ROOT/qemu/run" --flavour "$flavour" --quiet --log "$log" --ctrls 1 \
 		--backend image --image-dir "$dir" --size 64M --pidfile "$dir/qemu.pid" \
-		--trace 'pci_nvme_flush*' --trace-file "$dir/trace" \
+		--results "$res" --trace pci_nvme_io_cmd --trace-file "$LOGS/$name.trace" \
 		-- 'sh /guest/flush.sh' >"$LOGS/$name.run.log" 2>&1 &
 	local runner=$! sum="" i=0
 	# Up to 5 minutes for the guest to say fsync returned, then QEMU is killed at once.
 	while [ $i -lt 1500 ]; do
-		sum=$(grep -aoE 'RNVME-FSYNC-DONE [0-9a-f]{64}' "$log" 2>/dev/null | cut -d' ' -f2 || true)
+		sum=$(grep -aoE 'RNVME-FSYNC-DONE [0-9a-f]{64}' "$res" 2>/dev/null | cut -d' ' -f2 || true)
 		[ -n "$sum" ] && break
 		kill -0 $runner 2>/dev/null || break
 		sleep 0.2
@@ -138,8 +190,18 @@ flush_test() {
 	done
 	[ -s "$dir/qemu.pid" ] && kill -9 "$(cat "$dir/qemu.pid")" 2>/dev/null
 	wait $runner 2>/dev/null
+	guest_results "$name"
+	# QEMU was killed: qemu/run's own verdict is lost, so check the kernel log here.
+	if out=$("$RNVME_ROOT/qemu/run" --check-log "$log"); then
+		ok "$name: kernel log clean"
+	else
+		bad "$name: kernel log clean" "kernel reported problems:
+$out"
+	fi
 	if [ -z "$sum" ]; then
 		bad "$name: fsync returned in the guest" "no RNVME-FSYNC-DONE (log: $log)"
+		bad "$name: fsynced data in the host image after QEMU was killed" "no fsync"
+		bad "$name: a FLUSH reached the device" "no fsync"
 		return
 	fi
 	ok "$name: fsync returned in the guest"
@@ -151,10 +213,11 @@ flush_test() {
 	else
 		bad "$name: fsynced data in the host image after QEMU was killed" "sha256 differs"
 	fi
-	if grep -q pci_nvme_flush "$dir/trace" 2>/dev/null; then
+	# Flush is I/O opcode 0 (QEMU's trace of the commands it received).
+	if grep -qE 'pci_nvme_io_cmd cid [0-9]+ nsid 0x1 sqid [0-9]+ opc 0x0 ' "$LOGS/$name.trace" 2>/dev/null; then
 		ok "$name: a FLUSH reached the device"
 	else
-		bad "$name: a FLUSH reached the device" "no pci_nvme_flush trace event"
+		bad "$name: a FLUSH reached the device" "no Flush command in QEMU's trace"
 	fi
 }
 
@@ -163,17 +226,18 @@ flush_test() {
 hotplug_test() {
 	local flavour=$1 name=hotplug-$1
 	[[ -n ${RNVME_TEST_ONLY:-} && ! $name =~ $RNVME_TEST_ONLY ]] && return
-	local log=$LOGS/$name.console.log qmp=/tmp/rnvme-qmp-$$.sock
+	local log=$LOGS/$name.console.log qmp=/tmp/rnvme-qmp-$$.sock res=$LOGS/$name.results
 	say "VM scenario $name ($flavour kernel)"
 	"$RNVME_ROOT/qemu/run" --flavour "$flavour" --quiet --log "$log" --ctrls 2 \
+		--results "$res" --trace "$TRACE_EVENTS" --trace-file "$LOGS/$name.trace" \
 		--qmp "$qmp" --timeout 600 -- 'sh /guest/hotplug.sh' >"$LOGS/$name.run.log" 2>&1 &
 	local runner=$! step=ready i
 	for i in $(seq 1500); do
 		kill -0 $runner 2>/dev/null || break
-		if [ $step = ready ] && grep -q RNVME-HOTPLUG-READY "$log" 2>/dev/null; then
+		if [ $step = ready ] && grep -q RNVME-HOTPLUG-READY "$res" 2>/dev/null; then
 			"$RNVME_ROOT/qemu/qmp" "$qmp" device_del '{"id": "nvme1"}' >>"$LOGS/$name.qmp.log" 2>&1
 			step=removed
-		elif [ $step = removed ] && grep -q RNVME-HOTPLUG-REMOVED "$log" 2>/dev/null; then
+		elif [ $step = removed ] && grep -q RNVME-HOTPLUG-REMOVED "$res" 2>/dev/null; then
 			# An nvme-ns cannot be hot-added to a controller's bus; the controller's own
 			# drive property gives it namespace 1. QEMU may still hold the drive for the
 			# removed controller for a moment after the guest saw it go ("permission
@@ -193,20 +257,17 @@ hotplug_test() {
 	wait $runner
 	local rc=$?
 	rm -f "$qmp"
-	guest_results "$name" "$log"
-	case $rc in
-	0 | 1) ok "$name: guest finished, kernel log clean" ;;
-	*) bad "$name: guest finished, kernel log clean" "qemu/run exited $rc: $(tail -3 "$LOGS/$name.run.log" | tr '\n' ' ')" ;;
-	esac
+	guest_results "$name"
+	vm_status "$name" $rc
 }
 
 for flavour in $FLAVOURS; do
 	say "building rnvme for the $flavour kernel"
 	if ! make -s -C "$RNVME_ROOT" module FLAVOUR="$flavour" >"$LOGS/build-$flavour.log" 2>&1; then
-		bad "build: rnvme.ko for $flavour kernel" "$(tail -5 "$LOGS/build-$flavour.log")"
+		bad "build-$flavour: rnvme.ko, no warnings" "$(tail -5 "$LOGS/build-$flavour.log")"
 		continue
 	fi
-	ok "build: rnvme.ko for $flavour kernel, no warnings"
+	ok "build-$flavour: rnvme.ko, no warnings"
 	# Every module parameter has a description in modinfo and a row in the README.
 	if [ "$flavour" = base ]; then
 		nparm=0
@@ -214,14 +275,14 @@ for flavour in $FLAVOURS; do
 			p=${line%%:*} desc=${line#*:}
 			nparm=$((nparm + 1))
 			if [ -z "${desc// /}" ] || [ "$desc" = "$line" ]; then
-				bad "modinfo: $p documented" "no description"
+				bad "modinfo-$flavour: $p documented" "no description"
 			elif ! grep -q "^| \`$p\` |" "$RNVME_ROOT/README.md"; then
-				bad "modinfo: $p documented" "not in the README's parameter table"
+				bad "modinfo-$flavour: $p documented" "not in the README's parameter table"
 			else
-				ok "modinfo: $p documented"
+				ok "modinfo-$flavour: $p documented"
 			fi
 		done < <(/sbin/modinfo -F parm "$RNVME_ROOT/out/$flavour/rnvme.ko")
-		[ $nparm -gt 0 ] || bad "modinfo: parameters listed" "modinfo shows none"
+		[ $nparm -gt 0 ] || bad "modinfo-$flavour: parameters listed" "modinfo shows none"
 	fi
 
 	# Bring-up: probe, identify, unbind/bind, 20 load cycles, beside the C driver.
@@ -240,13 +301,10 @@ for flavour in $FLAVOURS; do
 		mkdir -p "$img"/{io,lba4k,mdts1,queues1,msix1,poll,aen}
 		run_vm "io-$flavour" "$flavour" --ctrls 1 --ns 2 --backend image \
 			--image-dir "$img/io" --size 256M \
-			--trace pci_nvme_map_sgl,pci_nvme_dsm --trace-file "$img/io/trace" \
 			-- 'NS=2 LBA=512 HOSTCHECK=1 sh /guest/io.sh'
 		host_verify "io-$flavour" "$img/io/ctrl0-ns2.img"
-		trace_check "io-$flavour" "SGLs carry large transfers" "$img/io/trace" \
+		trace_check "io-$flavour" "SGLs carry large transfers" "$LOGS/io-$flavour.trace" \
 			'pci_nvme_map_sgl type 0x3'
-		trace_check "io-$flavour" "discards merge into multi-range DSM" "$img/io/trace" \
-			'pci_nvme_dsm nr ([2-9]|[1-9][0-9]+) '
 		# Device errors injected under the emulated controllers (QEMU blkdebug).
 		mkdir -p "$img/errors"
 		run_vm "errors-$flavour" "$flavour" --ctrls 2 --backend image --image-dir "$img/errors" \
@@ -318,7 +376,28 @@ done
 
 # Bytes written through rnvme and read back and compared (fio verify, dd + cmp), plus the
 # host's check of the image.
-verified=$(cat "$LOGS"/*.console.log 2>/dev/null | grep -aoE 'RNVME-VERIFIED [0-9.]+[KMG]i?B' |
+# Every name reported against the manifest: nothing missing, duplicated or unknown.
+python3 "$RNVME_ROOT/scripts/manifest.py" check "$MANIFEST" "$LOGS/seen" "$FLAVOURS" \
+	"${RNVME_TEST_ONLY:-}" >"$LOGS/manifest-check" 2>&1
+mrc=$?
+while IFS= read -r line; do
+	case $line in
+	"FAIL "*)
+		rest=${line#FAIL }
+		FAIL=$((FAIL + 1))
+		FAILED_NAMES+=("manifest: $rest")
+		echo "FAIL  manifest: $rest"
+		;;
+	*) echo "$line" ;;
+	esac
+done <"$LOGS/manifest-check"
+if [ $mrc -ne 0 ] && ! grep -q '^FAIL ' "$LOGS/manifest-check"; then
+	FAIL=$((FAIL + 1))
+	FAILED_NAMES+=("manifest: check ran")
+	echo "FAIL  manifest: check ran (exit $mrc)"
+fi
+
+verified=$(cat "$LOGS"/*.results 2>/dev/null | tr -d '\r' | grep -aoE '^RNVME-VERIFIED [0-9.]+[KMG]i?B' |
 	awk '{v=$2; m=1; if (v ~ /KiB$/) m=1024; if (v ~ /MiB$/) m=1048576; if (v ~ /GiB$/) m=1073741824;
 	sub(/[KMG]i?B$/, "", v); s += v * m} END {printf "%.0f", s}')
 echo

@@ -16,7 +16,7 @@ ns_attach() {
 events() { dmesg | grep -c 'asynchronous event: namespace attribute changed'; }
 
 check insmod insmod /lib/rnvme.ko
-wait_for 10 test -b ${R}n1
+require_disk disk_ready ${R}n1
 check detached_namespace_has_no_disk test ! -e ${R}n2
 expect_eq allocated_namespaces_listed "$(printf '[   0]:0x1\n[   1]:0x2')" "$(nvme list-ns $R -a)"
 
@@ -45,5 +45,4 @@ expect_eq three_events_logged 3 "$(events)"
 check data_kept_while_detached sh -c "dd if=${R}n2 bs=1M count=4 iflag=direct 2>/dev/null | cmp - /tmp/p"
 check ns_rescan_keeps_disks sh -c "nvme ns-rescan $R && test -b ${R}n1 -a -b ${R}n2"
 check rmmod rmmod rnvme
-kmemleak_check
-exit 0
+finish

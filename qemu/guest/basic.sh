@@ -6,6 +6,11 @@
 CTRLS=${CTRLS:?} NS=${NS:?} SERIAL_PREFIX=${SERIAL_PREFIX:?}
 IRQ=${IRQ:-MSI-X} # the interrupt type the admin queue should end up on
 MODEL="QEMU NVMe Ctrl"
+# Controllers shut down (CC.SHN) and enabled (CC.EN) so far, by either driver: QEMU's trace
+# must show exactly as many (checked at the end).
+# SeaBIOS enables every controller once at boot (its NVMe boot driver).
+SHUTDOWNS=0
+ENABLES=$CTRLS
 
 # --- bad parameters fail insmod with a message naming them ---------------------------
 dmesg -c >/dev/null
@@ -25,6 +30,7 @@ all=$(nvme_pci_devices)
 expect_eq emulated_controllers_visible "$CTRLS" "$(echo "$all" | count)"
 dmesg -c >/dev/null
 check insmod insmod /lib/rnvme.ko
+ENABLES=$((ENABLES + CTRLS))
 expect_eq binds_every_controller "$(echo "$all" | sort)" "$(bound_to rnvme | sort)"
 
 # --- identify data matches what QEMU was given -----------------------------------------
@@ -73,6 +79,7 @@ dev=$(bound_to rnvme | head -1)
 serial=$(identify_lines | grep "$dev" | sed -E 's/.*serial "([^"]*)".*/\1/')
 dmesg -c >/dev/null
 echo "$dev" >/sys/bus/pci/drivers/rnvme/unbind
+SHUTDOWNS=$((SHUTDOWNS + 1))
 if [ -e "/sys/bus/pci/drivers/rnvme/$dev" ]; then
 	fail sysfs_unbind "$dev still bound"
 elif ! dmesg | grep -q "$dev: rnvme[0-9]*: shut down"; then
@@ -85,6 +92,7 @@ expect_eq unbind_removes_disks "$(((CTRLS - 1) * NS))" "$(ls /dev | grep -cE '^r
 grep -q "rnvme" /proc/iomem && before_bind_iomem=$(grep -c rnvme /proc/iomem)
 expect_eq unbind_releases_bar "$((CTRLS - 1))" "${before_bind_iomem:-0}"
 echo "$dev" >/sys/bus/pci/drivers/rnvme/bind
+ENABLES=$((ENABLES + 1))
 if [ -e "/sys/bus/pci/drivers/rnvme/$dev" ] &&
 	identify_lines | grep -q "serial \"$serial\""; then
 	pass sysfs_bind
@@ -101,6 +109,7 @@ while [ $cycle -le 20 ]; do
 		ok=0
 		break
 	fi
+	SHUTDOWNS=$((SHUTDOWNS + CTRLS))
 	if [ -n "$(bound_to rnvme)" ] || grep -q rnvme /proc/interrupts /proc/iomem; then
 		fail rmmod_insmod_20 "resources left after rmmod in cycle $cycle"
 		ok=0
@@ -112,6 +121,7 @@ while [ $cycle -le 20 ]; do
 		ok=0
 		break
 	fi
+	ENABLES=$((ENABLES + CTRLS))
 	if [ "$(bound_to rnvme | count)" != "$CTRLS" ] ||
 		[ "$(identify_lines | count)" != "$CTRLS" ]; then
 		fail rmmod_insmod_20 "cycle $cycle bound $(bound_to rnvme | count) of $CTRLS"
@@ -131,6 +141,7 @@ expect_eq no_nvme_names_from_rnvme "" "$(ls /dev | grep -E '^nvme' || true)"
 cdev=$(bound_to rnvme | tail -1)
 cserial=$(identify_lines | grep "$cdev" | sed -E 's/.*serial "([^"]*)".*/\1/')
 echo "$cdev" >/sys/bus/pci/drivers/rnvme/unbind
+SHUTDOWNS=$((SHUTDOWNS + 1))
 echo nvme >"/sys/bus/pci/devices/$cdev/driver_override"
 insmod /lib/c/nvme-core.ko && insmod /lib/c/nvme.ko
 if wait_for 20 test -b /dev/nvme0n1; then
@@ -143,5 +154,10 @@ expect_eq rnvme_keeps_the_rest "$((CTRLS - 1))" "$(bound_to rnvme | count)"
 expect_eq c_driver_sees_same_serial "$cserial" "$(cat /sys/class/nvme/nvme0/serial 2>/dev/null | tr -d ' ')"
 check c_driver_reads_while_rnvme_bound dd if=/dev/nvme0n1 of=/dev/null bs=4096 count=64 iflag=direct
 check rmmod_both sh -c 'rmmod nvme && rmmod nvme-core && rmmod rnvme'
+# The C driver's controller was enabled once and shut down at its rmmod, the others at ours.
+ENABLES=$((ENABLES + 1))
+SHUTDOWNS=$((SHUTDOWNS + CTRLS))
+trace_expect shutdown_notified_at_every_unbind start end eq $SHUTDOWNS "pci_nvme_mmio_shutdown_set"
+trace_expect controller_enabled_at_every_bind start end eq $ENABLES "pci_nvme_mmio_start_success"
 
 finish

@@ -24,14 +24,9 @@ done
 
 assign_drivers rnvme nvme
 insmod /lib/c/nvme-core.ko && insmod /lib/c/nvme.ko
-insmod /lib/rnvme.ko || {
-	fail insmod "insmod failed"
-	exit 1
-}
-wait_for 10 test -b /dev/rnvme0n2 && wait_for 10 test -b /dev/nvme0n2 || {
-	fail disks "no /dev/rnvme0n2 or /dev/nvme0n2"
-	exit 1
-}
+if insmod /lib/rnvme.ko; then pass insmod; else abort insmod "insmod failed"; fi
+require_disk rnvme_disks /dev/rnvme0n2
+require_disk c_driver_disks /dev/nvme0n2
 R=/dev/rnvme0 C=/dev/nvme0 S=/sys/class/misc/rnvme0 CS=/sys/class/nvme/nvme0
 PCI=$(bound_to rnvme | head -1)
 
@@ -132,31 +127,40 @@ expect_eq debugfs_admin_commands_counted 1 "$(($(stat_sum 0 completed q0) > 10))
 
 # --- reset and rescan ----------------------------------------------------------------------
 before=$(cat $S/resets)
+nq=$(($(cat $S/queue_count) - 1))
 dmesg -c >/dev/null
+trace_mark reset_begin ${R}n1
 check nvme_reset nvme reset $R
+# The device saw the reset re-create every I/O queue (Create I/O Submission Queue).
+trace_expect reset_recreates_io_queues reset_begin reset_end eq $nq \
+	"pci_nvme_admin_cmd cid [0-9]+ sqid 0 opc 0x1 "
+trace_expect reset_enables_controller_once reset_begin reset_end eq 1 "pci_nvme_mmio_start_success"
+# A queue the reset lost would stall I/O until its timeouts: make those short, so such a
+# failure shows within a minute.
+echo 5000 >/sys/block/rnvme0n1/queue/io_timeout
 expect_eq reset_counted $((before + 1)) "$(cat $S/resets)"
 expect_eq reset_logged 1 "$(dmesg | grep -c 'resetting controller (reset requested by user space)')"
 expect_eq state_live_after_reset live "$(cat $S/state)"
 check read_after_reset sh -c "dd if=${R}n1 bs=512 skip=100 count=128 iflag=direct 2>/dev/null | cmp - /tmp/d"
+trace_mark reset_end ${R}n1
 check nvme_ns_rescan nvme ns-rescan $R
 check disks_kept_by_rescan test -b ${R}n1 -a -b ${R}n2
 
 # --- ioctl edge cases, fuzz (namespace 2 is the scratch namespace) ---------------------------
-nvme-ioctl check $R ${R}n2
+run_helper nvme_ioctl_check_ran nvme-ioctl check $R ${R}n2
 # Its invalid opcode and out-of-range commands failed on the I/O queues, one on the admin.
 expect_eq debugfs_io_errors_counted 1 "$(($(stat_sum 0 errors) >= 2))"
 expect_eq debugfs_admin_errors_counted 1 "$(($(stat_sum 0 errors q0) >= 1))"
-nvme-ioctl fuzz $R ${R}n2 "$FUZZ_N" 1
+run_helper nvme_ioctl_fuzz_ran nvme-ioctl fuzz $R ${R}n2 "$FUZZ_N" 1
 check data_outside_scratch_untouched sh -c \
 	"dd if=${R}n1 bs=512 skip=100 count=128 iflag=direct 2>/dev/null | cmp - /tmp/d"
 expect_eq state_live_after_fuzz live "$(cat $S/state)"
 
 # --- unbind with open files, rebind ----------------------------------------------------------
-nvme-ioctl unbind "$PCI" $R ${R}n1
+run_helper nvme_ioctl_unbind_ran nvme-ioctl unbind "$PCI" $R ${R}n1
 check chardev_gone_after_unbind test ! -e $R
 echo "$PCI" >/sys/bus/pci/drivers/rnvme/bind
 wait_for 10 test -b /dev/rnvme0n1
 check id_ctrl_after_rebind nvme id-ctrl $R
 check rmmod rmmod rnvme
-kmemleak_check
-exit 0
+finish

@@ -7,7 +7,7 @@
 . /guest/lib.sh
 
 check insmod insmod /lib/rnvme.ko
-wait_for 20 test -b /dev/rnvme0n1 || fail disk_ready "no /dev/rnvme0n1"
+require_disk disk_ready /dev/rnvme0n1
 pci=$(bound_to rnvme | head -1)
 cfg=/sys/bus/pci/devices/$pci/config
 echo 2000 >/sys/block/rnvme0n1/queue/io_timeout

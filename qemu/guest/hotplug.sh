@@ -5,7 +5,7 @@
 . /guest/lib.sh
 
 check insmod insmod /lib/rnvme.ko
-wait_for 10 test -b /dev/rnvme1n1 || fail disk_present "no /dev/rnvme1n1"
+require_disk disk_present /dev/rnvme1n1
 pci=$(readlink -f /sys/block/rnvme1n1/device/.. 2>/dev/null || true)
 # rmmod while a disk is open is refused (the open disk holds the module), and harmless.
 fio --name=hold --filename=/dev/rnvme0n1 --rw=randread --bs=4k --direct=1 --ioengine=io_uring \
@@ -24,7 +24,7 @@ fio --name=victim --filename=/dev/rnvme1n1 --rw=randrw --bs=4k --direct=1 --ioen
 	--iodepth=32 --time_based --runtime=120 --output=/tmp/victim.log &
 fio_pid=$!
 sleep 2
-echo "RNVME-HOTPLUG-READY"
+mark "RNVME-HOTPLUG-READY"
 # The host now removes nvme1 (QMP device_del).
 if wait_for 60 sh -c '! test -b /dev/rnvme1n1'; then pass disk_removed_with_controller; else
 	fail disk_removed_with_controller "/dev/rnvme1n1 still there after 60 s"
@@ -40,7 +40,7 @@ echo "fio on the removed disk exited $rc after $took s"
 	fail outstanding_io_ends_within_seconds "fio took $took s to end"
 expect_eq other_controller_still_bound 1 "$(bound_to rnvme | count)"
 check other_disk_still_works dd if=/dev/rnvme0n1 of=/dev/null bs=64k count=16 iflag=direct
-echo "RNVME-HOTPLUG-REMOVED"
+mark "RNVME-HOTPLUG-REMOVED"
 # The host adds the controller back (QMP device_add).
 if wait_for 60 test -b /dev/rnvme1n1; then pass readded_controller_probed; else
 	fail readded_controller_probed "no /dev/rnvme1n1 60 s after device_add"

@@ -2,14 +2,29 @@
 # Helpers for guest test scripts. Each test prints one line the host counts:
 #   RNVME-TEST PASS <name>
 #   RNVME-TEST FAIL <name>: <why>
+# Results go to a channel of their own, the second serial port (RNVME_RESULTS, set by
+# qemu/run), where no kernel message can splice into them; a copy goes to the console for
+# people reading its log, and one to $RNVME_LOCAL_RESULTS, from which `finish` counts what
+# this guest reported (subshells and helper programs included). The host compares that
+# count with the lines it received, and the names with the manifest (scripts/test.manifest).
 
-FAILED=0
+RNVME_RESULTS=${RNVME_RESULTS:-/dev/ttyS1}
+RNVME_LOCAL_RESULTS=${RNVME_LOCAL_RESULTS:-/tmp/rnvme-results}
+export RNVME_RESULTS RNVME_LOCAL_RESULTS
+: >>"$RNVME_LOCAL_RESULTS"
 
-pass() { echo "RNVME-TEST PASS $1"; }
-fail() {
-	echo "RNVME-TEST FAIL $1: $2"
-	FAILED=$((FAILED + 1))
+# report LINE: one line on the results channel (and the console, and the local copy).
+report() {
+	echo "$*" >>"$RNVME_LOCAL_RESULTS"
+	echo "$*" >"$RNVME_RESULTS"
+	echo "$*"
 }
+
+pass() { report "RNVME-TEST PASS $1"; }
+fail() { report "RNVME-TEST FAIL $1: $2"; }
+
+# mark WORD...: a line for the host on the results channel (RNVME-VERIFIED 8MiB, ...).
+mark() { report "$*"; }
 
 # check NAME CMD...: passes if CMD succeeds.
 check() {
@@ -66,10 +81,15 @@ wait_for() {
 	return 1
 }
 
-# On a kernel with kmemleak (the debug flavour), fails if anything leaked.
+# On the debug kernel, fails if kmemleak found anything, or is missing. The base kernel has
+# no kmemleak: nothing to check there (the manifest lists kmemleak_clean for debug runs only).
 kmemleak_check() {
 	f=/sys/kernel/debug/kmemleak
-	[ -e $f ] || return 0
+	[ "${RNVME_FLAVOUR:-}" = debug ] || return 0
+	if [ ! -e $f ]; then
+		fail kmemleak_clean "the debug kernel has no $f"
+		return
+	fi
 	# kmemleak only reports objects older than 5 s, found unreferenced by two scans.
 	sleep 6
 	echo scan >$f
@@ -81,11 +101,63 @@ kmemleak_check() {
 	fi
 }
 
+# finish: the last line of a guest script. Reports how many tests passed and failed, as
+# counted here, for the host to compare with the lines it received; exits 0 only if none
+# failed.
 finish() {
 	kmemleak_check
-	echo "guest tests done: $FAILED failed"
-	[ "$FAILED" -eq 0 ]
+	npass=$(grep -c '^RNVME-TEST PASS ' "$RNVME_LOCAL_RESULTS")
+	nfail=$(grep -c '^RNVME-TEST FAIL ' "$RNVME_LOCAL_RESULTS")
+	report "RNVME-DONE passed=$npass failed=$nfail"
+	[ "$nfail" -eq 0 ]
+	exit
 }
+
+# abort NAME WHY: a failure after which the script cannot go on (no disk, no driver). The
+# tests it would have run are missing, which the host's manifest check reports.
+abort() {
+	fail "$1" "$2 (giving up)"
+	finish
+}
+
+# require_disk NAME DEV [SECONDS]: DEV must become a block device (not a regular file a
+# test would create in devtmpfs), else the script gives up.
+require_disk() {
+	if wait_for "${3:-20}" test -b "$2"; then pass "$1"; else abort "$1" "no block device $2"; fi
+}
+
+# run_helper NAME CMD...: runs a helper program that reports its own tests; NAME passes if
+# it ran to the end (exit 0: every test passed, 1: some failed, each with its FAIL line).
+run_helper() {
+	name=$1
+	shift
+	"$@"
+	rc=$?
+	if [ $rc -le 1 ]; then pass "$name"; else fail "$name" "'$*' exited $rc"; fi
+}
+
+# --- evidence from the emulated device (QEMU's trace, checked by the host) --------------
+# trace_mark NAME DEV: reads 3 blocks of DEV in one direct read, near 3/4 of its size (past
+# what the tests write; not the end, which partition scans read), 6 blocks further for each
+# mark, so the host can find the moment in QEMU's trace (pci_nvme_read of nlb 3 there).
+MARKS=0
+trace_mark() {
+	ss=$(blockdev --getss "$2") sz=$(blockdev --getsz "$2")
+	MARKS=$((MARKS + 1))
+	k=$((sz * 512 / ss / 4 + MARKS * 2)) # the read is block k of 3 * ss bytes
+	nsid=${2##*n}
+	dd if="$2" of=/dev/null bs=$((3 * ss)) skip=$k count=1 iflag=direct 2>/dev/null
+	mark "RNVME-TRACE-MARK $1 $nsid $((3 * k)) $ss"
+}
+
+# trace_expect NAME FROM TO OP N REGEX: the host counts QEMU trace lines matching the
+# extended REGEX between marks FROM and TO (or start, end); OP (eq, ge, le) compares the
+# count with N. The test is NAME, printed by the host.
+trace_expect() {
+	mark "RNVME-TRACE-EXPECT $1 $2 $3 $4 $5 $6"
+}
+
+
 
 # stat_sum CTRL COUNTER [QUEUES-GLOB]: a debugfs queue counter of rnvme controller CTRL,
 # summed over its I/O queues (or over the queues QUEUES-GLOB names, e.g. q0).

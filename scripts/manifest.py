@@ -1,0 +1,109 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0
+"""The test manifest: every scenario `make test` runs and every test each must report.
+
+    scripts/manifest.py check MANIFEST SEEN FLAVOURS [ONLY]
+        compares the names a run reported (SEEN: one "scenario: test" per line, in order)
+        with MANIFEST; prints `FAIL scenario: test: why` for each test that is missing,
+        reported more than once, or not in the manifest, and a summary line; exits 1 if
+        there was any. FLAVOURS ("base debug") and ONLY (RNVME_TEST_ONLY's regex) select
+        the scenarios that were meant to run: VM scenarios end in -base or -debug and run
+        when their flavour is selected and ONLY (if given) matches; "build-*" and
+        "modinfo-*" go with their flavour; "host" always runs.
+    scripts/manifest.py write SEEN
+        prints a manifest made of a run's names (to review and commit after adding tests).
+
+The manifest's format: `[scenario]` starts a scenario, each other non-empty line not
+starting with `#` is a test name.
+"""
+
+import re
+import sys
+from collections import Counter
+
+
+def split(line):
+    scenario, _, name = line.partition(": ")
+    return scenario, name
+
+
+def load(path):
+    tests, scenario = [], None
+    with open(path) as f:
+        for n, line in enumerate(f, 1):
+            line = line.rstrip("\n")
+            if not line.strip() or line.startswith("#"):
+                continue
+            m = re.fullmatch(r"\[(\S+)\]", line)
+            if m:
+                scenario = m.group(1)
+            elif scenario is None:
+                sys.exit(f"{path}:{n}: test before the first [scenario]")
+            else:
+                tests.append((scenario, line))
+    return tests
+
+
+def selected(scenario, flavours, only):
+    if scenario == "host":
+        return True
+    m = re.fullmatch(r"(.+)-(base|debug)", scenario)
+    if not m or m.group(2) not in flavours:
+        return False
+    if m.group(1) in ("build", "modinfo"):
+        return True
+    return not only or re.search(only, scenario) is not None
+
+
+def check(manifest, seen_path, flavours, only):
+    expected = [t for t in load(manifest) if selected(t[0], flavours.split(), only)]
+    with open(seen_path) as f:
+        seen = [split(line.rstrip("\n")) for line in f if line.strip()]
+    counts = Counter(seen)
+    want = set(expected)
+    bad = 0
+    for t in expected:
+        if counts[t] == 0:
+            print(f"FAIL {t[0]}: {t[1]}: missing (the manifest lists it; the run never reported it)")
+            bad += 1
+    reported = set()
+    for t in seen:
+        if t in reported:
+            continue
+        reported.add(t)
+        if counts[t] > 1:
+            print(f"FAIL {t[0]}: {t[1]}: reported {counts[t]} times")
+            bad += 1
+        if t not in want:
+            print(f"FAIL {t[0]}: {t[1]}: not in the manifest ({manifest})")
+            bad += 1
+    print(f"manifest: {len(expected)} tests expected, {len(seen)} reported, {bad} problems")
+    return 1 if bad else 0
+
+
+def write(seen_path):
+    print("# Every test `make test` reports, by scenario (scripts/manifest.py).")
+    last = None
+    with open(seen_path) as f:
+        for line in f:
+            if not line.strip():
+                continue
+            scenario, name = split(line.rstrip("\n"))
+            if scenario != last:
+                print(f"\n[{scenario}]")
+                last = scenario
+            print(name)
+
+
+def main():
+    if len(sys.argv) >= 5 and sys.argv[1] == "check":
+        only = sys.argv[5] if len(sys.argv) > 5 else ""
+        return check(sys.argv[2], sys.argv[3], sys.argv[4], only)
+    if len(sys.argv) == 3 and sys.argv[1] == "write":
+        write(sys.argv[2])
+        return 0
+    sys.exit(__doc__)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

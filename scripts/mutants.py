@@ -1,0 +1,123 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0
+"""`make mutants`: plants realistic bugs in a copy of the driver, one at a time, and runs
+the test scenarios that should catch each. A mutant that survives means a missing test.
+
+    scripts/mutants.py [NAME...]      every mutant of scripts/mutants.toml, or those named
+
+For each mutant: the working tree (tracked and new files, not out/ or .git) is copied to
+$RNVME_CACHE/mutants/tree, the mutant's `from` text (which must occur exactly once in its
+file) is replaced by its `to`, and that copy's scripts/test.sh runs the host unit tests and
+the mutant's scenarios (RNVME_TEST_ONLY, on the flavour the scenario names), every VM
+capped at RNVME_VM_TIMEOUT_CAP seconds (default 600). The mutant is killed if any test
+fails; the first failure is printed as its killer. A mutant that does not build is an
+error, not a kill. Logs: out/mutants/<name>/. The tree itself is never modified.
+
+Prints `N mutants, K killed` last; exits non-zero unless every mutant was killed.
+"""
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+import tomllib
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CACHE = os.environ.get("RNVME_CACHE") or os.path.join(
+    os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "rnvme")
+
+
+def copy_tree(dst):
+    """The working tree as it is (committed or not), without build products."""
+    if os.path.exists(dst):
+        shutil.rmtree(dst)
+    files = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=ROOT, capture_output=True, check=True).stdout.split(b"\0")
+    for f in files:
+        f = f.decode()
+        if not f or not os.path.exists(os.path.join(ROOT, f)):
+            continue
+        os.makedirs(os.path.join(dst, os.path.dirname(f)), exist_ok=True)
+        shutil.copy2(os.path.join(ROOT, f), os.path.join(dst, f))
+
+
+def apply(tree, m):
+    path = os.path.join(tree, m["file"])
+    with open(path) as f:
+        text = f.read()
+    n = text.count(m["from"])
+    if n != 1:
+        return f"its `from` text occurs {n} times in {m['file']} (want exactly once)"
+    with open(path, "w") as f:
+        f.write(text.replace(m["from"], m["to"]))
+    return None
+
+
+def run(m, tree, logs):
+    flavours = sorted({s.rsplit("-", 1)[1] for s in m["scenarios"]})
+    env = dict(os.environ,
+               RNVME_TEST_FLAVOURS=" ".join(flavours),
+               RNVME_TEST_ONLY="^(" + "|".join(map(re.escape, m["scenarios"])) + ")$",
+               RNVME_TEST_LOGS=logs,
+               RNVME_VM_TIMEOUT_CAP=os.environ.get("RNVME_VM_TIMEOUT_CAP", "600"))
+    os.makedirs(logs, exist_ok=True)
+    with open(os.path.join(logs, "..", os.path.basename(logs) + ".out"), "w") as out:
+        p = subprocess.run(["bash", os.path.join(tree, "scripts", "test.sh")], cwd=tree,
+                           env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                           text=True)
+        out.write(p.stdout)
+    return p.returncode, p.stdout
+
+
+def main():
+    with open(os.path.join(ROOT, "scripts", "mutants.toml"), "rb") as f:
+        mutants = tomllib.load(f)["mutant"]
+    names = [m["name"] for m in mutants]
+    if len(set(names)) != len(names):
+        sys.exit("mutants.toml: duplicate names")
+    want = sys.argv[1:]
+    for w in want:
+        if w not in names:
+            sys.exit(f"no mutant named {w}: {' '.join(names)}")
+    todo = [m for m in mutants if not want or m["name"] in want]
+    tree = os.path.join(CACHE, "mutants", "tree")
+    out_dir = os.path.join(ROOT, "out", "mutants")
+    os.makedirs(out_dir, exist_ok=True)
+    killed, results = 0, []
+    for i, m in enumerate(todo, 1):
+        t0 = time.monotonic()
+        print(f"[{i}/{len(todo)}] {m['name']}: {m['what']}", flush=True)
+        copy_tree(tree)
+        err = apply(tree, m)
+        if err:
+            verdict = f"ERROR: does not apply: {err}"
+        else:
+            rc, out = run(m, tree, os.path.join(out_dir, m["name"]))
+            fails = [line[6:] for line in out.splitlines() if line.startswith("FAIL  ")]
+            if any(f.startswith("build-") for f in fails):
+                verdict = "ERROR: the mutant does not build (see its log)"
+            elif fails:
+                killed += 1
+                verdict = f"killed by {fails[0][:160]}"
+                if len(fails) > 1:
+                    verdict += f" (and {len(fails) - 1} more failures)"
+            elif rc != 0:
+                verdict = f"ERROR: test.sh exited {rc} without a FAIL line"
+            else:
+                verdict = "SURVIVED: no test failed"
+        dt = time.monotonic() - t0
+        line = f"  {m['name']}: {verdict} [{', '.join(m['scenarios'])}, {dt:.0f} s]"
+        print(line, flush=True)
+        results.append(line)
+    shutil.rmtree(tree, ignore_errors=True)
+    print()
+    print("\n".join(results))
+    print(f"{len(todo)} mutants, {killed} killed")
+    return 0 if killed == len(todo) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
