@@ -230,9 +230,9 @@ hotplug_test() {
 	say "VM scenario $name ($flavour kernel)"
 	"$RNVME_ROOT/qemu/run" --flavour "$flavour" --quiet --log "$log" --ctrls 2 \
 		--results "$res" --trace "$TRACE_EVENTS" --trace-file "$LOGS/$name.trace" \
-		--qmp "$qmp" --timeout 600 -- 'sh /guest/hotplug.sh' >"$LOGS/$name.run.log" 2>&1 &
+		--qmp "$qmp" --timeout "$T" -- 'sh /guest/hotplug.sh' >"$LOGS/$name.run.log" 2>&1 &
 	local runner=$! step=ready i
-	for i in $(seq 1500); do
+	for i in $(seq $((T * 5))); do
 		kill -0 $runner 2>/dev/null || break
 		if [ $step = ready ] && grep -q RNVME-HOTPLUG-READY "$res" 2>/dev/null; then
 			"$RNVME_ROOT/qemu/qmp" "$qmp" device_del '{"id": "nvme1"}' >>"$LOGS/$name.qmp.log" 2>&1
@@ -241,9 +241,10 @@ hotplug_test() {
 			# An nvme-ns cannot be hot-added to a controller's bus; the controller's own
 			# drive property gives it namespace 1. QEMU may still hold the drive for the
 			# removed controller for a moment after the guest saw it go ("permission
-			# conflict on node c1n1", seen once): try again until it takes the device.
+			# conflict on node c1n1", seen once; "Duplicate device ID" while the slower debug
+			# kernel has not yet ejected it): try again, for up to a minute.
 			local try reply
-			for try in $(seq 20); do
+			for try in $(seq 120); do
 				reply=$("$RNVME_ROOT/qemu/qmp" "$qmp" device_add \
 					'{"driver": "nvme", "id": "nvme1", "serial": "rnvme-s1", "drive": "c1n1"}' 2>&1)
 				echo "$reply" >>"$LOGS/$name.qmp.log"
@@ -285,93 +286,79 @@ for flavour in $FLAVOURS; do
 		[ $nparm -gt 0 ] || bad "modinfo-$flavour: parameters listed" "modinfo shows none"
 	fi
 
-	# Bring-up: probe, identify, unbind/bind, 20 load cycles, beside the C driver.
-	# Three controllers with two namespaces each on the plain kernel; two with one on the
-	# debug kernel, where kmemleak and DMA-API debugging referee the load cycles.
+	# Every scenario runs on both kernels. The debug kernel (KASAN, lockdep, kmemleak,
+	# DMA-API debugging, ...) runs several times slower under TCG: it gets the shorter
+	# variants (fewer controllers, the quick I/O matrix, fewer fuzz ioctls and load cycles)
+	# and longer VM timeouts.
+	img=$RNVME_ROOT/out/test-images/$flavour
+	rm -rf "$img"
+	mkdir -p "$img"/{io,lba4k,mdts1,queues1,msix1,poll,aen,errors,timeout,stress}
 	if [ "$flavour" = base ]; then
-		run_vm "basic-$flavour" "$flavour" --ctrls 3 --ns 2 \
-			-- 'CTRLS=3 NS=2 SERIAL_PREFIX=rnvme-s sh /guest/basic.sh'
-		# No MSI or MSI-X on the platform: the admin queue falls back to (shared) INTx.
-		run_vm "intx-$flavour" "$flavour" --ctrls 2 --append pci=nomsi \
-			-- 'CTRLS=2 NS=1 SERIAL_PREFIX=rnvme-s IRQ=INTx sh /guest/basic.sh'
-
-		# The I/O path, on file-backed namespaces so data is real and checked on the host.
-		img=$RNVME_ROOT/out/test-images
-		rm -rf "$img"
-		mkdir -p "$img"/{io,lba4k,mdts1,queues1,msix1,poll,aen}
-		run_vm "io-$flavour" "$flavour" --ctrls 1 --ns 2 --backend image \
-			--image-dir "$img/io" --size 256M \
-			-- 'NS=2 LBA=512 HOSTCHECK=1 sh /guest/io.sh'
-		host_verify "io-$flavour" "$img/io/ctrl0-ns2.img"
-		trace_check "io-$flavour" "SGLs carry large transfers" "$LOGS/io-$flavour.trace" \
-			'pci_nvme_map_sgl type 0x3'
-		# Device errors injected under the emulated controllers (QEMU blkdebug).
-		mkdir -p "$img/errors"
-		run_vm "errors-$flavour" "$flavour" --ctrls 2 --backend image --image-dir "$img/errors" \
-			--size 64M --blkdebug "$RNVME_ROOT/qemu/guest/errors.rules" -- 'sh /guest/errors.sh'
-		# I/O slower than its timeout: abort, controller reset, bounded retries.
-		mkdir -p "$img/timeout"
-		run_vm "timeout-$flavour" "$flavour" --ctrls 1 --ns 2 --backend image \
-			--image-dir "$img/timeout" --size 64M --slow-ns 2 --slow-ms 5000 \
-			-- 'sh /guest/timeout.sh'
-		# A controller that stops answering under fio: I/O fails within seconds, unbind
-		# is clean, a rebind after it answers again probes it.
-		run_vm "dead-$flavour" "$flavour" --ctrls 1 -- 'sh /guest/dead.sh'
-		# Polled queues (io_uring IOPOLL) without interrupts.
-		run_vm "poll-$flavour" "$flavour" --ctrls 1 --backend image --image-dir "$img/poll" \
-			--size 64M -- 'sh /guest/poll.sh'
-		# A namespace formatted with metadata is skipped, not mis-sized.
-		run_vm "meta-$flavour" "$flavour" --ctrls 1 --ns-args ms=8 -- 'sh /guest/meta.sh'
-		run_vm "lba4k-$flavour" "$flavour" --ctrls 1 --lba 4096 --backend image \
-			--image-dir "$img/lba4k" --size 256M -- 'LBA=4096 QUICK=1 sh /guest/io.sh'
-		# MDTS = 1 (8 KiB transfers): 1 MiB requests are split by the block layer.
-		run_vm "mdts1-$flavour" "$flavour" --ctrls 1 --mdts 1 --backend image \
-			--image-dir "$img/mdts1" --size 256M -- 'QUICK=1 sh /guest/io.sh'
-		# Fewer queues than CPUs, and one MSI-X vector shared by every queue.
-		run_vm "queues1-$flavour" "$flavour" --ctrls 1 --max-qpairs 1 --backend image \
-			--image-dir "$img/queues1" --size 256M \
-			-- 'QUICK=1 EXPECT_QUEUES="1 I/O queues of depth [0-9]+ on 2 MSI-X" sh /guest/io.sh'
-		run_vm "msix1-$flavour" "$flavour" --ctrls 1 --msix 1 --backend image \
-			--image-dir "$img/msix1" --size 256M \
-			-- 'QUICK=1 EXPECT_QUEUES="1 I/O queues of depth [0-9]+ on 1 MSI-X" sh /guest/io.sh'
-		# nvme-cli through /dev/rnvme0 and its disks, compared with the C driver on an
-		# identical controller; ioctl edge cases, a bounded fuzz, unbind with open files.
-		run_vm "cli-$flavour" "$flavour" --ctrls 2 --ns 2 --backend image --size 64M \
-			-- 'sh /guest/cli.sh'
-		# Namespace attach/detach: asynchronous events add and remove disks.
-		run_vm "aen-$flavour" "$flavour" --ctrls 1 --ns 2 --subsys --detached 2 \
-			--backend image --image-dir "$img/aen" --size 64M -- 'sh /guest/aen.sh'
-		flush_test "$flavour"
-		hotplug_test "$flavour"
-		# 4 controllers probed at once, 50 load/unload cycles with I/O in between.
-		mkdir -p "$img/stress"
-		run_vm "stress-$flavour" "$flavour" --ctrls 4 --backend image --image-dir "$img/stress" \
-			--size 16M -- 'CTRLS=4 CYCLES=50 sh /guest/stress.sh'
+		T=900 BASIC_CTRLS=3 BASIC_NS=2 IO_ENV='LBA=512 HOSTCHECK=1' IO_SIZE=256M FUZZ_N=3000
+		CYCLES=50
 	else
-		run_vm "basic-$flavour" "$flavour" --ctrls 2 --ns 1 --timeout 1200 \
-			-- 'CTRLS=2 NS=1 SERIAL_PREFIX=rnvme-s sh /guest/basic.sh'
-		img=$RNVME_ROOT/out/test-images
-		mkdir -p "$img/io-debug"
-		run_vm "io-$flavour" "$flavour" --ctrls 1 --ns 2 --backend image --timeout 1800 \
-			--image-dir "$img/io-debug" --size 128M \
-			-- 'NS=2 QUICK=1 FIO_SIZE=8M sh /guest/io.sh'
-		# Timeouts and resets with lockdep, KASAN and kmemleak watching.
-		mkdir -p "$img/timeout-debug"
-		run_vm "timeout-$flavour" "$flavour" --ctrls 1 --ns 2 --backend image --timeout 1200 \
-			--image-dir "$img/timeout-debug" --size 64M --slow-ns 2 --slow-ms 5000 \
-			-- 'sh /guest/timeout.sh'
-		# The ioctl interface with KASAN, lockdep and kmemleak watching.
-		run_vm "cli-$flavour" "$flavour" --ctrls 2 --ns 2 --backend image --size 64M \
-			--timeout 1200 -- 'FUZZ_N=1000 sh /guest/cli.sh'
-		mkdir -p "$img/aen-debug"
-		run_vm "aen-$flavour" "$flavour" --ctrls 1 --ns 2 --subsys --detached 2 \
-			--backend image --image-dir "$img/aen-debug" --size 64M --timeout 1200 \
-			-- 'sh /guest/aen.sh'
-		# A probe failing at each of its steps unwinds cleanly (kmemleak and the other
-		# checkers watching).
-		run_vm "probefail-$flavour" "$flavour" --ctrls 2 --timeout 1200 \
-			-- 'CTRLS=2 sh /guest/probefail.sh'
+		T=1800 BASIC_CTRLS=2 BASIC_NS=1 IO_ENV='QUICK=1 FIO_SIZE=8M' IO_SIZE=128M FUZZ_N=1000
+		CYCLES=10
 	fi
+
+	# Bring-up: probe, identify, unbind/bind, 20 load cycles, beside the C driver.
+	run_vm "basic-$flavour" "$flavour" --ctrls $BASIC_CTRLS --ns $BASIC_NS --timeout $T \
+		-- "CTRLS=$BASIC_CTRLS NS=$BASIC_NS SERIAL_PREFIX=rnvme-s sh /guest/basic.sh"
+	# No MSI or MSI-X on the platform: the admin queue falls back to (shared) INTx.
+	run_vm "intx-$flavour" "$flavour" --ctrls 2 --append pci=nomsi --timeout $T \
+		-- 'CTRLS=2 NS=1 SERIAL_PREFIX=rnvme-s IRQ=INTx sh /guest/basic.sh'
+
+	# The I/O path, on file-backed namespaces so data is real and checked on the host.
+	run_vm "io-$flavour" "$flavour" --ctrls 1 --ns 2 --backend image --timeout $T \
+		--image-dir "$img/io" --size $IO_SIZE -- "NS=2 $IO_ENV sh /guest/io.sh"
+	[ "$flavour" = base ] && host_verify "io-$flavour" "$img/io/ctrl0-ns2.img"
+	trace_check "io-$flavour" "SGLs carry large transfers" "$LOGS/io-$flavour.trace" \
+		'pci_nvme_map_sgl type 0x3'
+	# Device errors injected under the emulated controllers (QEMU blkdebug).
+	run_vm "errors-$flavour" "$flavour" --ctrls 2 --backend image --image-dir "$img/errors" \
+		--size 64M --blkdebug "$RNVME_ROOT/qemu/guest/errors.rules" --timeout $T \
+		-- 'sh /guest/errors.sh'
+	# I/O slower than its timeout: abort, controller reset, bounded retries.
+	run_vm "timeout-$flavour" "$flavour" --ctrls 1 --ns 2 --backend image --timeout $T \
+		--image-dir "$img/timeout" --size 64M --slow-ns 2 --slow-ms 5000 \
+		-- 'sh /guest/timeout.sh'
+	# A controller that stops answering under fio: I/O fails within seconds, unbind
+	# is clean, a rebind after it answers again probes it.
+	run_vm "dead-$flavour" "$flavour" --ctrls 1 --timeout $T -- 'sh /guest/dead.sh'
+	# Polled queues (io_uring IOPOLL) without interrupts.
+	run_vm "poll-$flavour" "$flavour" --ctrls 1 --backend image --image-dir "$img/poll" \
+		--size 64M --timeout $T -- 'sh /guest/poll.sh'
+	# A namespace formatted with metadata is skipped, not mis-sized.
+	run_vm "meta-$flavour" "$flavour" --ctrls 1 --ns-args ms=8 --timeout $T \
+		-- 'sh /guest/meta.sh'
+	run_vm "lba4k-$flavour" "$flavour" --ctrls 1 --lba 4096 --backend image --timeout $T \
+		--image-dir "$img/lba4k" --size 256M -- 'LBA=4096 QUICK=1 sh /guest/io.sh'
+	# MDTS = 1 (8 KiB transfers): 1 MiB requests are split by the block layer.
+	run_vm "mdts1-$flavour" "$flavour" --ctrls 1 --mdts 1 --backend image --timeout $T \
+		--image-dir "$img/mdts1" --size 256M -- 'QUICK=1 sh /guest/io.sh'
+	# Fewer queues than CPUs, and one MSI-X vector shared by every queue.
+	run_vm "queues1-$flavour" "$flavour" --ctrls 1 --max-qpairs 1 --backend image \
+		--image-dir "$img/queues1" --size 256M --timeout $T \
+		-- 'QUICK=1 EXPECT_QUEUES="1 I/O queues of depth [0-9]+ on 2 MSI-X" sh /guest/io.sh'
+	run_vm "msix1-$flavour" "$flavour" --ctrls 1 --msix 1 --backend image \
+		--image-dir "$img/msix1" --size 256M --timeout $T \
+		-- 'QUICK=1 EXPECT_QUEUES="1 I/O queues of depth [0-9]+ on 1 MSI-X" sh /guest/io.sh'
+	# nvme-cli through /dev/rnvme0 and its disks, compared with the C driver on an
+	# identical controller; ioctl edge cases, a bounded fuzz, unbind with open files.
+	run_vm "cli-$flavour" "$flavour" --ctrls 2 --ns 2 --backend image --size 64M \
+		--timeout $T -- "FUZZ_N=$FUZZ_N sh /guest/cli.sh"
+	# Namespace attach/detach: asynchronous events add and remove disks.
+	run_vm "aen-$flavour" "$flavour" --ctrls 1 --ns 2 --subsys --detached 2 \
+		--backend image --image-dir "$img/aen" --size 64M --timeout $T -- 'sh /guest/aen.sh'
+	flush_test "$flavour"
+	hotplug_test "$flavour"
+	# 4 controllers probed at once, load/unload cycles with I/O in between.
+	run_vm "stress-$flavour" "$flavour" --ctrls 4 --backend image --image-dir "$img/stress" \
+		--size 16M --timeout $T -- "CTRLS=4 CYCLES=$CYCLES sh /guest/stress.sh"
+	# A probe failing at each of its steps unwinds cleanly (kmemleak and the other
+	# checkers watching on the debug kernel).
+	run_vm "probefail-$flavour" "$flavour" --ctrls 2 --timeout $T \
+		-- 'CTRLS=2 sh /guest/probefail.sh'
 done
 
 # Bytes written through rnvme and read back and compared (fio verify, dd + cmp), plus the

@@ -7,17 +7,22 @@
 check insmod insmod /lib/rnvme.ko
 require_disk disk_present /dev/rnvme1n1
 pci=$(readlink -f /sys/block/rnvme1n1/device/.. 2>/dev/null || true)
-# rmmod while a disk is open is refused (the open disk holds the module), and harmless.
+# rmmod while a disk is open is refused (the open disk holds the module), and harmless: the
+# disk is held open, and rmmod is tried once fio's reads are reaching it (fio starts slowly
+# on the debug kernel).
+exec 3</dev/rnvme0n1
+r0=$(awk '{print $1}' /sys/block/rnvme0n1/stat)
 fio --name=hold --filename=/dev/rnvme0n1 --rw=randread --bs=4k --direct=1 --ioengine=io_uring \
 	--iodepth=8 --time_based --runtime=4 --output=/tmp/hold.log &
 hold=$!
-sleep 1
+wait_for 30 sh -c "[ \$(awk '{print \$1}' /sys/block/rnvme0n1/stat) -gt $((r0 + 100)) ]"
 if rmmod rnvme 2>/dev/null; then
 	fail rmmod_refused_while_in_use "rmmod succeeded with I/O running"
 else
 	pass rmmod_refused_while_in_use
 fi
 wait $hold
+exec 3<&-
 expect_eq io_unharmed_by_refused_rmmod 0 "$(grep -cE 'err=[ ]*[1-9]' /tmp/hold.log)"
 
 fio --name=victim --filename=/dev/rnvme1n1 --rw=randrw --bs=4k --direct=1 --ioengine=io_uring \
