@@ -12,6 +12,8 @@
         "modinfo-*" go with their flavour; "host" always runs.
     scripts/manifest.py write SEEN
         prints a manifest made of a run's names (to review and commit after adding tests).
+    scripts/manifest.py table MANIFEST
+        prints the README's table of scenarios and their test counts.
 
 The manifest's format: `[scenario]` starts a scenario, each other non-empty line not
 starting with `#` is a test name.
@@ -45,7 +47,7 @@ def load(path):
 
 
 def selected(scenario, flavours, only):
-    if scenario == "host":
+    if scenario in ("host", "docs"):
         return True
     m = re.fullmatch(r"(.+)-(base|debug)", scenario)
     if not m or m.group(2) not in flavours:
@@ -95,12 +97,29 @@ def write(seen_path):
             print(name)
 
 
+def table(manifest):
+    counts = {}
+    for scenario, _name in load(manifest):
+        m = re.fullmatch(r"(.+)-(base|debug)", scenario)
+        key, flavour = (m.group(1), m.group(2)) if m else (scenario, "base")
+        counts.setdefault(key, {"base": 0, "debug": 0})[flavour] += 1
+    print("| scenario | tests, base kernel | tests, debug kernel |")
+    print("| --- | --- | --- |")
+    for key, c in counts.items():
+        print(f"| {key} | {c['base'] or '-'} | {c['debug'] or '-'} |")
+    total = sum(c["base"] + c["debug"] for c in counts.values())
+    print(f"| all | {total} tests in all | |")
+
+
 def main():
     if len(sys.argv) >= 5 and sys.argv[1] == "check":
         only = sys.argv[5] if len(sys.argv) > 5 else ""
         return check(sys.argv[2], sys.argv[3], sys.argv[4], only)
     if len(sys.argv) == 3 and sys.argv[1] == "write":
         write(sys.argv[2])
+        return 0
+    if len(sys.argv) == 3 and sys.argv[1] == "table":
+        table(sys.argv[2])
         return 0
     sys.exit(__doc__)
 

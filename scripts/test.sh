@@ -56,6 +56,15 @@ if [ $status -ne 0 ] && ! grep -q '^test result: FAILED' "$LOGS/host.log"; then
 	tail -20 "$LOGS/host.log"
 fi
 
+# The README's table of scenarios and test counts is the manifest's.
+if diff <(python3 "$RNVME_ROOT/scripts/manifest.py" table "$MANIFEST") \
+	<(sed -n '/<!-- manifest-begin -->/,/<!-- manifest-end -->/p' "$RNVME_ROOT/README.md" |
+		grep '^|') >"$LOGS/readme-table.diff" 2>&1; then
+	ok "docs: README scenario table matches the manifest"
+else
+	bad "docs: README scenario table matches the manifest" "$(head -5 "$LOGS/readme-table.diff")"
+fi
+
 # --- VM scenarios ----------------------------------------------------------------------
 # guest_results NAME: the guest's RNVME-TEST lines from its results channel, its own count
 # of them, and its expectations of QEMU's trace.
