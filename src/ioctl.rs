@@ -220,7 +220,9 @@ fn admin_passthru(s: &Shared<'_>, arg: usize, layout: Layout) -> Result<isize> {
             |i, addr| {
                 put_err |= match &list {
                     Some(l) => list_put(l, i, addr).is_err(),
-                    None => true,
+                    // Two pages have no list: the second page, passed here as entry 0, is
+                    // PRP2 itself. (More would need a list: `pages > 2` made one.)
+                    None => i != 0,
                 }
             },
         )

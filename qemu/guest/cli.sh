@@ -83,6 +83,11 @@ expect_eq error_log_entries $(($(field "$rid" elpe) + 1)) "$(echo "$re" | grep -
 expect_eq error_log_as_c_driver "$(nvme error-log $C -e 4 | sed 1d)" "$(echo "$re" | sed 1d)"
 expect_eq fw_log_as_c_driver "$(nvme fw-log $C | sed 1d)" "$(nvme fw-log $R | sed 1d)"
 check fw_log_has_slot1 sh -c "nvme fw-log $R | grep -q frs1"
+# get-log of sizes across the one-, two- and multi-page boundaries, as through the C driver.
+for n in 4096 8192 16384; do
+	expect_eq "get_log_${n}_bytes_as_c_driver" \
+		"$(nvme get-log $C -i 1 -l $n -b 2>&1 | sha256sum)" "$(nvme get-log $R -i 1 -l $n -b 2>&1 | sha256sum)"
+done
 
 # --- features ----------------------------------------------------------------------------
 vwc() { nvme get-feature $R -f 6 | sed -n 's/.*Current value: *//p'; }

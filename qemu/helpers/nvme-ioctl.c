@@ -220,6 +220,26 @@ static void check(const char *chr, const char *blk)
 		fail("admin_copy_stays_within_data_len", "status %ld, %d bytes past data_len changed",
 		     r, leaked);
 
+	/* Every transfer size up to the limit (MDTS: 512 KiB here) works, across the one-page,
+	 * two-page (PRP2 is the second page, no list) and list boundaries: Get Log Page
+	 * (Error Information) of each size, as nvme-cli's get-log sends it. */
+	{
+		static const uint32_t sizes[] = { 4, 4096, 4100, 8188, 8192, 8196, 12288, 65536,
+						  1 << 19 };
+		char name[64];
+		size_t k;
+
+		for (k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++) {
+			c = (struct nvme_passthru_cmd){
+				.opcode = 0x02, .nsid = 0xffffffff, .addr = (uintptr_t)buf,
+				.data_len = sizes[k], .cdw10 = 0x01 | ((sizes[k] / 4 - 1) << 16),
+				.cdw11 = (sizes[k] / 4 - 1) >> 16,
+			};
+			snprintf(name, sizeof(name), "admin_get_log_%u_bytes", sizes[k]);
+			expect(name, xioctl(cfd, NVME_IOCTL_ADMIN_CMD, &c), 0);
+		}
+	}
+
 	/* Identify through ADMIN64, on the block device, into an unaligned buffer. */
 	memset(&c64, 0, sizeof(c64));
 	c64.opcode = 0x06;
