@@ -106,11 +106,17 @@ kmemleak_check() {
 # failed.
 finish() {
 	kmemleak_check
+	report_counts
+	exit
+}
+
+# report_counts: the RNVME-DONE line alone (finish without the kmemleak scan); false if a
+# test failed.
+report_counts() {
 	npass=$(grep -c '^RNVME-TEST PASS ' "$RNVME_LOCAL_RESULTS")
 	nfail=$(grep -c '^RNVME-TEST FAIL ' "$RNVME_LOCAL_RESULTS")
 	report "RNVME-DONE passed=$npass failed=$nfail"
 	[ "$nfail" -eq 0 ]
-	exit
 }
 
 # abort NAME WHY: a failure after which the script cannot go on (no disk, no driver). The
