@@ -67,7 +67,7 @@ module! {
         },
         probe_fault_step: u32 {
             default: 0,
-            description: "Testing: fail the probe at this step (1-13) to exercise its unwinding (0: never, the default)",
+            description: "Testing: fail the probe at this step (1-14) to exercise its unwinding (0: never, the default)",
         },
         io_queues: u32 {
             default: 0,

@@ -184,11 +184,21 @@ fn identify_controller_parses_qemu_values() {
     assert_eq!(id.firmware.as_str(), "7.2.22");
     assert_eq!(id.nn, 256);
     assert_eq!(id.mdts, 7);
-    assert_eq!(id.max_transfer_bytes(12), Some(512 * 1024));
+    assert_eq!(id.max_transfer_bytes(Cap(0)), Some(512 * 1024));
     assert!(id.has_volatile_write_cache());
     assert!(id.supports_dsm());
     assert!(id.supports_write_zeroes());
     assert!(id.supports_sgl());
+}
+
+/// MDTS counts CAP.MPSMIN pages, not the host's (issue 12 item 6): 2^7 x 8 KiB with
+/// MPSMIN = 1, 2^7 x 64 KiB with MPSMIN = 4, whatever page size the host runs with.
+#[test]
+fn mdts_counts_cap_mpsmin_pages() {
+    let id = IdentifyController::parse(&qemu_id_ctrl("rnvme-0")).unwrap();
+    assert_eq!(id.max_transfer_bytes(Cap(0)), Some(512 * 1024));
+    assert_eq!(id.max_transfer_bytes(Cap(1 << 48)), Some(1024 * 1024));
+    assert_eq!(id.max_transfer_bytes(Cap(4 << 48)), Some(8 * 1024 * 1024));
 }
 
 #[test]
@@ -215,14 +225,14 @@ fn identify_controller_rejects_bad_data() {
     assert_eq!(
         IdentifyController::parse(&b)
             .unwrap()
-            .max_transfer_bytes(12),
+            .max_transfer_bytes(Cap(0)),
         None
     );
     b[77] = 255;
     assert_eq!(
         IdentifyController::parse(&b)
             .unwrap()
-            .max_transfer_bytes(12),
+            .max_transfer_bytes(Cap(0)),
         Some(u64::MAX)
     );
 }
@@ -597,7 +607,7 @@ mod untrusted_device_values {
                 })
                 .collect();
             if let Ok(id) = IdentifyController::parse(&b) {
-                let _ = id.max_transfer_bytes(12);
+                let _ = id.max_transfer_bytes(Cap(0));
                 let _ = id.serial.as_str();
             }
             if let Ok(ns) = IdentifyNamespace::parse(&b) {

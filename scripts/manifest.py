@@ -12,6 +12,9 @@
         "modinfo-*" go with their flavour; "host" always runs.
     scripts/manifest.py write SEEN
         prints a manifest made of a run's names (to review and commit after adding tests).
+    scripts/manifest.py merge MANIFEST SEEN...
+        prints MANIFEST with the sections of every scenario the SEEN files (of partial
+        runs) reported replaced by what they reported, in order; new scenarios go last.
     scripts/manifest.py table MANIFEST
         prints the README's table of scenarios and their test counts.
 
@@ -97,6 +100,33 @@ def write(seen_path):
             print(name)
 
 
+def merge(manifest, seen_paths):
+    runs = {}
+    for path in seen_paths:
+        with open(path) as f:
+            for line in f:
+                if line.strip():
+                    scenario, name = split(line.rstrip("\n"))
+                    runs.setdefault(scenario, [])
+                    if name not in runs[scenario]:
+                        runs[scenario].append(name)
+    order, sections = [], {}
+    for scenario, name in load(manifest):
+        if scenario not in sections:
+            order.append(scenario)
+            sections[scenario] = []
+        sections[scenario].append(name)
+    for scenario, names in runs.items():
+        if scenario not in sections:
+            order.append(scenario)
+        sections[scenario] = names
+    print("# Every test `make test` reports, by scenario (scripts/manifest.py).")
+    for scenario in order:
+        print(f"\n[{scenario}]")
+        for name in sections[scenario]:
+            print(name)
+
+
 def table(manifest):
     counts = {}
     for scenario, _name in load(manifest):
@@ -117,6 +147,9 @@ def main():
         return check(sys.argv[2], sys.argv[3], sys.argv[4], only)
     if len(sys.argv) == 3 and sys.argv[1] == "write":
         write(sys.argv[2])
+        return 0
+    if len(sys.argv) >= 4 and sys.argv[1] == "merge":
+        merge(sys.argv[2], sys.argv[3:])
         return 0
     if len(sys.argv) == 3 and sys.argv[1] == "table":
         table(sys.argv[2])

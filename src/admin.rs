@@ -18,6 +18,7 @@ use crate::{
 use core::fmt;
 use kernel::{
     device::Bound,
+    dma::Coherent,
     new_mutex, new_spinlock_irq, pci,
     prelude::*,
     sync::{
@@ -38,6 +39,9 @@ pub(crate) enum CmdError {
     Timeout,
     /// Taken back by a controller reset (or refused while one runs).
     Reset,
+    /// A user space command taken back because the controller is being removed. The
+    /// controller may still own the command's buffers: hand them to [`AdminQueue::park`].
+    Removed,
     /// Could not be submitted.
     Kernel(Error),
 }
@@ -54,6 +58,7 @@ impl From<CmdError> for Error {
             CmdError::Status(_) => EIO,
             CmdError::Timeout => ETIMEDOUT,
             CmdError::Reset => EIO,
+            CmdError::Removed => ENODEV,
             CmdError::Kernel(e) => e,
         }
     }
@@ -65,6 +70,7 @@ impl fmt::Display for CmdError {
             CmdError::Status(s) => write!(f, "{s}"),
             CmdError::Timeout => write!(f, "timed out"),
             CmdError::Reset => write!(f, "cancelled by a controller reset"),
+            CmdError::Removed => write!(f, "cancelled: the controller is being removed"),
             CmdError::Kernel(e) => write!(f, "error {}", e.to_errno()),
         }
     }
@@ -80,7 +86,17 @@ struct Pending {
     generation: u16,
     /// The command in flight was taken back by a reset.
     cancelled: bool,
+    /// The command in flight came from user space (passthrough).
+    user: bool,
+    /// The controller is going away: user space commands are refused.
+    closed: bool,
+    /// The command in flight was taken back by [`AdminQueue::close`].
+    removed: bool,
 }
+
+/// The data buffer and PRP list of a user space command taken back by
+/// [`AdminQueue::close`], kept until the controller is stopped.
+pub(crate) type Parked = (Option<Coherent<[u8]>>, Option<Coherent<[u64]>>);
 
 /// The admin queue and its command slot.
 #[pin_data]
@@ -106,6 +122,11 @@ pub(crate) struct AdminQueue<'b> {
     aer_armed: Atomic<bool>,
     /// Who handles asynchronous events, once the controller is up.
     events: SetOnce<Arc<AsyncEvents>>,
+    /// The buffers of a user space command taken back by [`Self::close`] (one at most: one
+    /// command is in flight at a time), freed by [`Self::unpark`] once the controller
+    /// stopped.
+    #[pin]
+    parked: Mutex<Option<Parked>>,
 }
 
 /// A reserved abort slot.
@@ -139,7 +160,11 @@ impl<'b> AdminQueue<'b> {
                     result: None,
                     generation: 0,
                     cancelled: false,
+                    user: false,
+                    closed: false,
+                    removed: false,
                 }),
+                parked <- new_mutex!(None),
                 done <- Event::new(),
                 stopped: Atomic::new(false),
                 aborts: Atomic::new(0),
@@ -202,17 +227,32 @@ impl<'b> AdminQueue<'b> {
     ///
     /// On [`CmdError::Timeout`] the controller may still access the command's data buffer:
     /// the caller must disable the controller before freeing it.
-    pub(crate) fn execute(
+    pub(crate) fn execute(&self, cmd: Command, timeout_ms: u32) -> Result<Completion, CmdError> {
+        self.run(cmd, timeout_ms, false)
+    }
+
+    /// [`Self::execute`] for a command from user space (passthrough): refused with `ENODEV`
+    /// once [`Self::close`] was called, and taken back by the removal that called it.
+    pub(crate) fn execute_user(
         &self,
-        mut cmd: Command,
+        cmd: Command,
         timeout_ms: u32,
     ) -> Result<Completion, CmdError> {
+        self.run(cmd, timeout_ms, true)
+    }
+
+    fn run(&self, mut cmd: Command, timeout_ms: u32, user: bool) -> Result<Completion, CmdError> {
         let _serial = self.exec.lock();
         if self.stopped.load(Relaxed) {
             return Err(CmdError::Reset);
         }
         {
             let mut p = self.pending.lock();
+            if user && p.closed {
+                return Err(CmdError::Kernel(ENODEV));
+            }
+            p.user = user;
+            p.removed = false;
             p.generation = p.generation.wrapping_add(1) & !CID_ASYNC;
             let cid = p.generation;
             p.cid = Some(cid);
@@ -237,6 +277,7 @@ impl<'b> AdminQueue<'b> {
             Some(cqe) if cqe.status().is_success() => Ok(cqe),
             Some(cqe) => Err(CmdError::Status(cqe.status())),
             None if p.cancelled => Err(CmdError::Reset),
+            None if p.removed => Err(CmdError::Removed),
             None => {
                 // Forget the id, so a late completion is reported and ignored.
                 p.cid = None;
@@ -355,6 +396,32 @@ impl<'b> AdminQueue<'b> {
             drop(p);
             self.done.complete();
         }
+    }
+
+    /// The controller is being removed: refuses user space commands from now on, and takes
+    /// back the one in flight, if any, at once (its caller chose its timeout, up to 2^32 ms):
+    /// it fails with [`CmdError::Removed`]. Nothing else waits for it then, neither removal
+    /// (which needs the admin queue) nor the caller.
+    pub(crate) fn close(&self) {
+        let mut p = self.pending.lock();
+        p.closed = true;
+        if p.user && p.cid.take().is_some() {
+            // Its completion, if it ever comes, is now an unknown command id: ignored.
+            p.removed = true;
+            drop(p);
+            self.done.complete();
+        }
+    }
+
+    /// Keeps the buffers of a command that failed with [`CmdError::Removed`] until
+    /// [`Self::unpark`]: the controller may write into them until it is stopped.
+    pub(crate) fn park(&self, buffers: Parked) {
+        *self.parked.lock() = Some(buffers);
+    }
+
+    /// Frees parked buffers: the controller has been stopped (CSTS.RDY = 0).
+    pub(crate) fn unpark(&self) {
+        *self.parked.lock() = None;
     }
 
     /// Empties the rings for a re-enabled controller and accepts commands again.

@@ -266,7 +266,8 @@ fn build_command(
             if bad || n == 0 {
                 return Err(BlkStatus::IoErr);
             }
-            Ok(Command::deallocate(nsid, n as u32, q.list_dma(tag)))
+            let list = q.list_dma(tag).map_err(|_| BlkStatus::IoErr)?;
+            Ok(Command::deallocate(nsid, n as u32, list))
         }
         ReqOp::DrvIn | ReqOp::DrvOut => {
             let cmd = rq.data().passthru();
@@ -298,20 +299,18 @@ fn map_data(
     // Mapping can fail for want of IOMMU space: ask blk-mq to try again later.
     let segments = rq.map_data(dev).map_err(|_| BlkStatus::Resource)?;
     let tag = rq.tag();
+    let Ok(list) = q.list_dma(tag) else {
+        rq.unmap_data(dev);
+        return Err(BlkStatus::IoErr);
+    };
     let mut put_err = false;
     let threshold = params::sgl_threshold();
     let use_sgl =
         !prps_only && ns.sgl() && threshold != 0 && segments > 1 && rq.bytes() >= threshold;
     let mapped = if use_sgl {
-        sgl::build(
-            rq.segments(),
-            LIST_ENTRIES / 2,
-            q.list_dma(tag),
-            |i, [a, b]| {
-                put_err |=
-                    q.list_put(tag, 2 * i, a).is_err() || q.list_put(tag, 2 * i + 1, b).is_err()
-            },
-        )
+        sgl::build(rq.segments(), LIST_ENTRIES / 2, list, |i, [a, b]| {
+            put_err |= q.list_put(tag, 2 * i, a).is_err() || q.list_put(tag, 2 * i + 1, b).is_err()
+        })
         .map(|sgl1| cmd.with_sgl(sgl1))
         .map_err(|_| ())
     } else {
@@ -319,7 +318,7 @@ fn map_data(
             rq.segments(),
             PAGE_SIZE as u64,
             LIST_ENTRIES,
-            q.list_dma(tag),
+            list,
             |i, addr| put_err |= q.list_put(tag, i, addr).is_err(),
         )
         .map(|p| cmd.with_prp(p.prp1, p.prp2))

@@ -484,7 +484,7 @@ impl<'b> Controller<'b> {
             Some(irqs) => irqs.kind().name(),
             None => "polled",
         };
-        let mdts_kib = id.max_transfer_bytes(cap.mpsmin_shift()).map(|b| b / 1024);
+        let mdts_kib = id.max_transfer_bytes(cap).map(|b| b / 1024);
         dev_info!(
             self.pdev.as_ref(),
             "rnvme{}: model \"{}\" serial \"{}\" firmware \"{}\" NVMe {}.{}.{} namespaces {} mdts {} irq {}\n",
@@ -574,7 +574,7 @@ impl<'b> Shared<'b> {
                     continue;
                 }
             };
-            let limits = ns.limits(id, PAGE_SHIFT as u32);
+            let limits = ns.limits(id, self.hw.cap, PAGE_SHIFT as u32);
             let (sectors, bs) = (ns.sectors(), ns.id.block_size());
             let zeroes = ns.id.deallocate_reads_zeroes();
             let private = DiskLink {
@@ -588,6 +588,8 @@ impl<'b> Shared<'b> {
                 self.hw.pdev.as_ref(),
                 ns,
                 private,
+                // Probe fault step 14: adding the disk fails.
+                params::inject(self.hw.dev(), 14),
             )?;
             dev_info!(
                 self.hw.pdev.as_ref(),
@@ -632,7 +634,7 @@ impl<'b> Shared<'b> {
 
     /// Most data one passthrough command may move.
     pub(crate) fn max_data(&self) -> u32 {
-        ns::max_transfer(&self.id, PAGE_SHIFT as u32)
+        ns::max_transfer(&self.id, self.hw.cap)
     }
 
     /// log2 of namespace `nsid`'s block size, if it has a disk.
@@ -646,8 +648,10 @@ impl<'b> Shared<'b> {
 
 impl Drop for Controller<'_> {
     fn drop(&mut self) {
-        // No new opens, then no running or new ioctl, sysfs read or rescan.
+        // No new opens, no new passthrough command and none waiting on the device; then no
+        // running or new ioctl, sysfs read or rescan.
         self.chardev = None;
+        self.hw.admin.close();
         self.link.revoke();
         if let Some(ev) = &self.events {
             ev.close();
@@ -663,6 +667,7 @@ impl Drop for Controller<'_> {
         }
         self.delete_io_queues();
         self.hw.shutdown();
+        self.hw.admin.unpark();
         // Handlers go before the queues they reap (field order does the rest).
         self.irqs = None;
         self.tagset = None;

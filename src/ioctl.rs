@@ -236,7 +236,7 @@ fn admin_passthru(s: &Shared<'_>, arg: usize, layout: Layout) -> Result<isize> {
         0 => params::admin_timeout_ms(),
         t => t,
     };
-    let (status, result) = match s.hw.admin.execute(cmd, timeout) {
+    let (status, result) = match s.hw.admin.execute_user(cmd, timeout) {
         Ok(cqe) => (0, cqe.result),
         Err(CmdError::Status(st)) => (status_ret(st), 0),
         Err(CmdError::Timeout) => {
@@ -252,6 +252,11 @@ fn admin_passthru(s: &Shared<'_>, arg: usize, layout: Layout) -> Result<isize> {
             return Err(ETIMEDOUT);
         }
         Err(CmdError::Reset) => return Err(EINTR),
+        Err(CmdError::Removed) => {
+            // The controller may still write into them until removal stops it.
+            s.hw.admin.park((buf, list));
+            return Err(ENODEV);
+        }
         Err(CmdError::Kernel(e)) => return Err(e),
     };
     if status == 0 && c.direction() == Direction::FromDevice {

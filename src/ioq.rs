@@ -27,6 +27,11 @@ use kernel::{
 pub(crate) const LIST_ENTRIES: usize = 512;
 type ListPage = [u64; LIST_ENTRIES];
 
+/// List pages per DMA allocation: order 3 (32 KiB), the largest the page allocator treats as
+/// reliable (`PAGE_ALLOC_COSTLY_ORDER`), so every depth the parameter accepts can be
+/// allocated on a fragmented system. One allocation for all of them could need order 10.
+const LISTS_PER_CHUNK: usize = 8;
+
 /// Deepest I/O queue the command id layout allows.
 pub(crate) const MAX_DEPTH: u32 = io_cid::MAX_DEPTH;
 
@@ -39,8 +44,9 @@ pub(crate) struct IoQueue<'b> {
     pdev: &'b pci::Device<Bound>,
     /// The tags of the hardware queue this serves, set when blk-mq initializes it.
     tags: SetOnce<Tags<NvmeBlk>>,
-    /// One list page per tag, set aside up front: no allocation on the I/O path.
-    lists: Coherent<[ListPage]>,
+    /// One list page per tag, set aside up front (no allocation on the I/O path), in
+    /// chunks of [`LISTS_PER_CHUNK`].
+    lists: KVec<Coherent<[ListPage]>>,
     /// Completions that named no request in flight (logged, then counted).
     bad_completions: Atomic<u32>,
     /// Interrupt vector its completion queue signals.
@@ -61,7 +67,17 @@ impl<'b> IoQueue<'b> {
         shadow: Option<Arc<ShadowDoorbells>>,
     ) -> Result<Arc<Self>> {
         let queue = Queue::new(pdev.as_ref(), regs, qid, depth, shadow)?;
-        let lists = Coherent::<ListPage>::zeroed_slice(pdev.as_ref(), depth as usize, GFP_KERNEL)?;
+        let mut lists =
+            KVec::with_capacity(usize::from(depth).div_ceil(LISTS_PER_CHUNK), GFP_KERNEL)?;
+        let mut left = usize::from(depth);
+        while left > 0 {
+            let n = left.min(LISTS_PER_CHUNK);
+            lists.push(
+                Coherent::<ListPage>::zeroed_slice(pdev.as_ref(), n, GFP_KERNEL)?,
+                GFP_KERNEL,
+            )?;
+            left -= n;
+        }
         Ok(Arc::new(
             Self {
                 queue,
@@ -99,14 +115,23 @@ impl<'b> IoQueue<'b> {
         self.dead.store(true, Ordering::Relaxed);
     }
 
+    /// The chunk holding the list page of `tag`, and the page's index in it.
+    fn list_chunk(&self, tag: u32) -> Result<(&Coherent<[ListPage]>, usize)> {
+        let tag = tag as usize;
+        let chunk = self.lists.get(tag / LISTS_PER_CHUNK).ok_or(EINVAL)?;
+        Ok((chunk, tag % LISTS_PER_CHUNK))
+    }
+
     /// Bus address of the list page of `tag`.
-    pub(crate) fn list_dma(&self, tag: u32) -> u64 {
-        self.lists.dma_address() + u64::from(tag) * core::mem::size_of::<ListPage>() as u64
+    pub(crate) fn list_dma(&self, tag: u32) -> Result<u64> {
+        let (chunk, i) = self.list_chunk(tag)?;
+        Ok(chunk.dma_address() + (i * core::mem::size_of::<ListPage>()) as u64)
     }
 
     /// Writes entry `index` of the list page of `tag`.
     pub(crate) fn list_put(&self, tag: u32, index: usize, value: u64) -> Result {
-        io_write!(&self.lists, [try: tag as usize][try: index], value.to_le());
+        let (chunk, i) = self.list_chunk(tag)?;
+        io_write!(chunk, [try: i][try: index], value.to_le());
         Ok(())
     }
 

@@ -8,6 +8,7 @@ use crate::{
         command::DSM_MAX_RANGES,
         completion::Status,
         identify::{IdentifyController, IdentifyNamespace},
+        regs::Cap,
     },
 };
 use kernel::{
@@ -20,10 +21,11 @@ use kernel::{
 /// Largest transfer we issue: one PRP list page describes 512 pages after the first.
 const MAX_TRANSFER: u64 = 2 << 20;
 
-/// Most bytes one command moves on a controller identified by `ctrl`: MDTS, and at most
-/// what one PRP list page describes. Block requests and passthrough commands alike.
-pub(crate) fn max_transfer(ctrl: &IdentifyController, page_shift: u32) -> u32 {
-    ctrl.max_transfer_bytes(page_shift)
+/// Most bytes one command moves on a controller identified by `ctrl` with capabilities
+/// `cap`: MDTS, and at most what one PRP list page describes. Block requests and
+/// passthrough commands alike.
+pub(crate) fn max_transfer(ctrl: &IdentifyController, cap: Cap) -> u32 {
+    ctrl.max_transfer_bytes(cap)
         .unwrap_or(MAX_TRANSFER)
         .min(MAX_TRANSFER) as u32
 }
@@ -97,10 +99,11 @@ impl<'b> Namespace<'b> {
         Some((sector >> shift, bytes >> self.lba_shift))
     }
 
-    /// Queue limits for this namespace on a controller identified by `ctrl`.
-    pub(crate) fn limits(&self, ctrl: &IdentifyController, page_shift: u32) -> Limits {
+    /// Queue limits for this namespace on a controller identified by `ctrl` with
+    /// capabilities `cap`, enabled with a memory page size of `1 << page_shift`.
+    pub(crate) fn limits(&self, ctrl: &IdentifyController, cap: Cap, page_shift: u32) -> Limits {
         let bs = self.id.block_size();
-        let max_sectors = max_transfer(ctrl, page_shift) >> 9;
+        let max_sectors = max_transfer(ctrl, cap) >> 9;
         // Write Zeroes counts blocks in 16 bits.
         let max_wz = (65536u64 << (self.lba_shift - 9)).min(u64::from(max_sectors)) as u32;
         Limits {

@@ -72,7 +72,7 @@ pub(crate) fn sgl_threshold() -> u32 {
 }
 
 /// Probe steps at which [`inject`] can fail the probe.
-pub(crate) const PROBE_FAULT_STEPS: u32 = 13;
+pub(crate) const PROBE_FAULT_STEPS: u32 = 14;
 
 /// For tests: fails with `EIO` at probe step `step` if `probe_fault_step` names it, so every
 /// error path of the probe can be exercised in turn.

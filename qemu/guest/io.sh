@@ -12,7 +12,7 @@ LBA=${LBA:-512}
 CPUS=$(grep -c ^processor /proc/cpuinfo)
 DEV=/dev/rnvme0n1
 
-check insmod insmod /lib/rnvme.ko
+check insmod insmod /lib/rnvme.ko ${RNVME_ARGS:-}
 require_disk disk_appears $DEV
 trace_mark io_begin $DEV
 expect_eq logical_block_size "$LBA" "$(blockdev --getss $DEV)"
@@ -50,6 +50,22 @@ fio_verify() {
 		fail "fio_$name" "verify phase: $(grep -iE 'verify|err' $log.v | head -3 | tr '\n' ' ')"
 	fi
 }
+
+# DEEP=N: the driver was loaded with a deep io_queue_depth (above the old contiguous list
+# pages' limit of 1024); the controller must have been given queues of N entries and N - 1
+# requests must be usable at once, each with a PRP list page of its own (64 KiB writes).
+if [ -n "${DEEP:-}" ]; then
+	trace_mark deep_begin $DEV
+	echo none >/sys/block/rnvme0n1/queue/scheduler
+	expect_eq deep_nr_requests "$((DEEP - 1))" "$(cat /sys/block/rnvme0n1/queue/nr_requests)"
+	fio_verify deep_uring_64k_qd$((DEEP - 1)) --ioengine=io_uring --direct=1 --rw=randwrite \
+		--bs=64k --iodepth=$((DEEP - 1)) --iodepth_batch_submit=64 --size=128M --randseed=7 \
+		--verify=crc32c
+	trace_mark deep_end $DEV
+	# QEMU's trace of Create I/O Submission Queue (QSIZE is 0's based).
+	trace_expect deep_sq_created start deep_begin ge 1 \
+		"pci_nvme_create_sq .*qsize=$((DEEP - 1)),"
+fi
 
 S=${FIO_SIZE:-24M}
 common="--size=$S --numjobs=$CPUS --offset_increment=$S --group_reporting --randseed=42"

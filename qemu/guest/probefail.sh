@@ -2,12 +2,12 @@
 # A probe that fails half way unwinds cleanly: with probe_fault_step=N the probe of every
 # controller fails at its Nth step (BAR mapped, admin queue allocated, vectors allocated,
 # handler registered, controller enabled, identified, queue count set, vectors reallocated,
-# first and last I/O queue created, tag set created, queues done, disks added). After each,
+# first and last I/O queue created, tag set created, queues done, disks added, and 14: a disk's device_add_disk fails). After each,
 # nothing may be left: no binding, IRQ, BAR or disk; kmemleak (in finish, on the debug
 # kernel) checks memory. Then a normal load binds everything and serves I/O.
 . /guest/lib.sh
 CTRLS=${CTRLS:-2}
-STEPS=13
+STEPS=14
 ok=1
 n=1
 while [ $n -le $STEPS ]; do

@@ -101,5 +101,40 @@ trace_mark flush_end $fast
 trace_expect flush_after_reset_reaches_device flush_begin flush_end ge 1 \
 	"pci_nvme_io_cmd cid [0-9]+ nsid 0x1 sqid [0-9]+ opc 0x0 "
 
+# --- unbind while an admin passthrough waits on the device ------------------------------
+# An extra Asynchronous Event Request completes only when the controller has an event to
+# report: with a 2-minute timeout it holds the admin queue until then. Unbind takes it
+# back at once (its caller gets an error) instead of waiting for it (it used to: the whole
+# timeout; 613 s with 600000).
+pci=$(bound_to rnvme | head -1)
+nvme admin-passthru /dev/rnvme0 --opcode=0x0c --timeout=120000 >/tmp/aer.out 2>&1 &
+aer=$!
+sleep 3
+kill -0 $aer 2>/dev/null && pass held_passthrough_waits ||
+	fail held_passthrough_waits "ended early: $(cat /tmp/aer.out)"
+start=$(date +%s)
+echo "$pci" >/sys/bus/pci/drivers/rnvme/unbind
+elapsed=$(($(date +%s) - start))
+echo "unbind took ${elapsed}s with an admin passthrough outstanding"
+[ "$elapsed" -lt 20 ] && pass unbind_cancels_held_passthrough ||
+	fail unbind_cancels_held_passthrough "unbind took ${elapsed}s"
+i=0
+while kill -0 $aer 2>/dev/null && [ $i -lt 20 ]; do
+	sleep 1
+	i=$((i + 1))
+done
+if kill -0 $aer 2>/dev/null; then
+	fail held_passthrough_fails "still waiting ${i}s after unbind"
+	kill $aer
+elif wait $aer; then
+	fail held_passthrough_fails "succeeded: $(cat /tmp/aer.out)"
+else
+	pass held_passthrough_fails
+fi
+echo "$pci" >/sys/bus/pci/drivers/rnvme/bind
+require_disk rebind_after_held_passthrough /dev/rnvme0n1
+sum_rebind=$(dd if=$fast bs=1M count=4 iflag=direct 2>/dev/null | sha256sum | cut -d' ' -f1)
+expect_eq data_after_held_passthrough_unbind "$sum_before" "$sum_rebind"
+
 check rmmod rmmod rnvme
 finish

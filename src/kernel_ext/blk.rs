@@ -881,6 +881,11 @@ unsafe impl<T: BlkOps> Sync for Disk<'_, T> {}
 impl<'a, T: BlkOps> TagSet<'a, T> {
     /// Adds a disk called `name` of `sectors` 512-byte sectors (it appears in /dev), as a
     /// child of `parent`.
+    ///
+    /// `fault` is for fault injection: an error there is reported in place of
+    /// `device_add_disk`'s result, so tests walk the path where adding the disk fails (not
+    /// part of an upstream version).
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn add_disk(
         &mut self,
         limits: Limits,
@@ -889,9 +894,10 @@ impl<'a, T: BlkOps> TagSet<'a, T> {
         parent: &Device<Bound>,
         data: T::DiskData<'a>,
         private: T::Private,
+        fault: Result,
     ) -> Result {
         self.disks.reserve(1, GFP_KERNEL)?;
-        let disk = Disk::new(self, limits, name, sectors, parent, data, private)?;
+        let disk = Disk::new(self, limits, name, sectors, parent, data, private, fault)?;
         self.disks.push_within_capacity(disk).map_err(|_| ENOMEM)
     }
     /// The first disk whose data satisfies `pred`.
@@ -1003,6 +1009,7 @@ impl<'s, 'a, T: BlkOps> DiskRef<'s, 'a, T> {
 }
 
 impl<'a, T: BlkOps> Disk<'a, T> {
+    #[allow(clippy::too_many_arguments)]
     fn new(
         set: &TagSet<'a, T>,
         limits: Limits,
@@ -1011,6 +1018,7 @@ impl<'a, T: BlkOps> Disk<'a, T> {
         parent: &Device<Bound>,
         data: T::DiskData<'a>,
         private: T::Private,
+        fault: Result,
     ) -> Result<Self> {
         let data = KBox::pin(data, GFP_KERNEL)?;
         let private = KBox::new(private, GFP_KERNEL)?;
@@ -1049,10 +1057,24 @@ impl<'a, T: BlkOps> Disk<'a, T> {
             (*disk).minors = 0;
             bindings::set_capacity(disk, sectors);
         }
-        // SAFETY: `disk` is fully set up; `parent` is a bound device.
-        kernel::error::to_result(unsafe {
-            bindings::device_add_disk(device_raw(parent), disk, core::ptr::null_mut())
-        })?;
+        let added = fault.and_then(|()| {
+            // SAFETY: `disk` is fully set up; `parent` is a bound device.
+            kernel::error::to_result(unsafe {
+                bindings::device_add_disk(device_raw(parent), disk, core::ptr::null_mut())
+            })
+        });
+        if let Err(e) = added {
+            // The block layer calls `free_disk` only for disks that were added: take the
+            // private data back here, or it leaks with everything it holds.
+            // SAFETY: set above from `KBox::into_raw`; the disk was never added, so nobody
+            // else saw the pointer, and it is cleared before `put_disk` (in `drop`) runs.
+            unsafe {
+                let p = (*disk).private_data.cast::<T::Private>();
+                (*disk).private_data = core::ptr::null_mut();
+                drop(KBox::from_raw(p));
+            }
+            return Err(e);
+        }
         this.added = true;
         Ok(this)
     }

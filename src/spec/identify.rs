@@ -3,7 +3,7 @@
 //! Identify data structures (NVMe Base Spec 5.17.2, NVM Command Set Spec 4.1.5), parsed by
 //! byte offset and validated: every value a later step depends on is range checked here.
 
-use super::{le16, le32, le64};
+use super::{le16, le32, le64, regs::Cap};
 use core::fmt;
 
 /// Size of every Identify data structure.
@@ -177,14 +177,16 @@ impl IdentifyController {
         Ok(id)
     }
 
-    /// Maximum transfer size in bytes for a controller page size of `1 << page_shift`,
-    /// or `None` when the controller sets no limit. Saturates instead of overflowing for
-    /// absurd MDTS values.
-    pub(crate) fn max_transfer_bytes(&self, page_shift: u32) -> Option<u64> {
+    /// Maximum transfer size in bytes, or `None` when the controller sets no limit.
+    ///
+    /// MDTS counts in units of the controller's *minimum* memory page size (CAP.MPSMIN),
+    /// whatever page size the host enabled it with (CC.MPS), hence `cap` and not a page
+    /// shift. Saturates instead of overflowing for absurd MDTS values.
+    pub(crate) fn max_transfer_bytes(&self, cap: Cap) -> Option<u64> {
         if self.mdts == 0 {
             return None;
         }
-        let shift = u32::from(self.mdts) + page_shift;
+        let shift = u32::from(self.mdts) + cap.mpsmin_shift();
         Some(if shift >= 63 { u64::MAX } else { 1u64 << shift })
     }
 
