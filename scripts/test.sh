@@ -301,7 +301,7 @@ for flavour in $FLAVOURS; do
 	# and longer VM timeouts.
 	img=$RNVME_ROOT/out/test-images/$flavour
 	rm -rf "$img"
-	mkdir -p "$img"/{io,lba4k,mdts1,queues1,msix1,poll,aen,errors,timeout,stress}
+	mkdir -p "$img"/{io,lba4k,mdts1,queues1,msix1,poll,aen,errors,timeout,stress,dead}
 	if [ "$flavour" = base ]; then
 		T=900 BASIC_CTRLS=3 BASIC_NS=2 IO_ENV='LBA=512 HOSTCHECK=1' IO_SIZE=256M FUZZ_N=3000
 		CYCLES=50
@@ -333,7 +333,8 @@ for flavour in $FLAVOURS; do
 		-- 'sh /guest/timeout.sh'
 	# A controller that stops answering under fio: I/O fails within seconds, unbind
 	# is clean, a rebind after it answers again probes it.
-	run_vm "dead-$flavour" "$flavour" --ctrls 1 --timeout $T -- 'sh /guest/dead.sh'
+	run_vm "dead-$flavour" "$flavour" --ctrls 1 --ns 2 --backend image --image-dir "$img/dead" \
+		--size 128M --timeout $T -- 'sh /guest/dead.sh'
 	# Polled queues (io_uring IOPOLL) without interrupts.
 	run_vm "poll-$flavour" "$flavour" --ctrls 1 --backend image --image-dir "$img/poll" \
 		--size 64M --timeout $T -- 'sh /guest/poll.sh'

@@ -359,6 +359,11 @@ impl<'b> AdminQueue<'b> {
         }
     }
 
+    /// Who handles asynchronous events, once set.
+    pub(crate) fn events(&self) -> Option<&Arc<AsyncEvents>> {
+        self.events.as_ref()
+    }
+
     /// Hands asynchronous events to `events` from now on.
     pub(crate) fn set_event_handler(&self, events: Arc<AsyncEvents>) {
         let _ = self.events.populate(events);

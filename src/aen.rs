@@ -9,6 +9,10 @@
 //! that are gone are removed, new ones added. Other events are logged; their log pages are
 //! left to user space (nvme-cli), as the C driver does.
 //!
+//! The same work item marks the disks dead when error recovery gives the controller up
+//! ([`AsyncEvents::controller_dead`]): that takes the disks' lock and may call into file
+//! systems, which the timeout handler that decides it must not wait for.
+//!
 //! The work item is `'static` and reaches the controller through its [`CtrlLink`], so one
 //! still queued at unbind finds the link revoked and does nothing; [`AsyncEvents::close`]
 //! waits for it.
@@ -42,6 +46,10 @@ pub(crate) struct AsyncEvents {
     /// outstanding at a time and sent again only by the work, so one slot suffices.
     status: AtomicU32,
     result: AtomicU32,
+    /// A completed request waits for the work.
+    event: AtomicBool,
+    /// The controller was declared dead: the work marks its disks dead.
+    dead: AtomicBool,
     /// Set at teardown: completions no longer queue the work.
     closed: AtomicBool,
 }
@@ -54,9 +62,14 @@ impl WorkItem for AsyncEvents {
     type Pointer = Arc<AsyncEvents>;
 
     fn run(this: Arc<AsyncEvents>) {
-        let status = Status(this.status.load(Relaxed) as u16);
-        let result = this.result.load(Relaxed);
-        this.link.with(|s| s.async_event(status, result));
+        if this.dead.swap(false, Relaxed) {
+            this.link.with(|s| s.mark_disks_dead());
+        }
+        if this.event.swap(false, Relaxed) {
+            let status = Status(this.status.load(Relaxed) as u16);
+            let result = this.result.load(Relaxed);
+            this.link.with(|s| s.async_event(status, result));
+        }
     }
 }
 
@@ -68,6 +81,8 @@ impl AsyncEvents {
                 link,
                 status: AtomicU32::new(0),
                 result: AtomicU32::new(0),
+                event: AtomicBool::new(false),
+                dead: AtomicBool::new(false),
                 closed: AtomicBool::new(false),
             }),
             GFP_KERNEL,
@@ -78,8 +93,20 @@ impl AsyncEvents {
     pub(crate) fn completed(self: &Arc<Self>, cqe: &Completion) {
         self.status.store(u32::from(cqe.status().0), Relaxed);
         self.result.store(cqe.result, Relaxed);
+        self.event.store(true, Relaxed);
+        self.queue();
+    }
+
+    /// Error recovery gave the controller up (any context): its disks are marked dead from
+    /// the work item.
+    pub(crate) fn controller_dead(self: &Arc<Self>) {
+        self.dead.store(true, Relaxed);
+        self.queue();
+    }
+
+    fn queue(self: &Arc<Self>) {
         if !self.closed.load(Relaxed) {
-            // Already queued can only mean a stale completion: the queued run handles it.
+            // Already queued: the queued run sees what was just stored.
             let _ = system_dfl().enqueue(self.clone());
         }
     }
@@ -93,6 +120,20 @@ impl AsyncEvents {
 }
 
 impl Shared<'_> {
+    /// The controller is dead: as the C driver, marks every disk dead (capacity 0, new I/O
+    /// fails at once, file systems on it shut down) instead of leaving full-size disks
+    /// that fail every I/O. They stay until the device is unbound.
+    pub(crate) fn mark_disks_dead(&self) {
+        if let Some(ts) = Option::as_mut(&mut *self.disks.lock()) {
+            let n = ts.mark_disks_dead();
+            dev_warn!(
+                self.hw.dev(),
+                "rnvme{}: controller dead: {n} disk(s) marked dead\n",
+                self.hw.instance
+            );
+        }
+    }
+
     /// Handles one asynchronous event (work item, process context), then asks for the next.
     pub(crate) fn async_event(&self, status: Status, result: u32) {
         let inst = self.hw.instance;

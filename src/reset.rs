@@ -202,6 +202,9 @@ fn mark_dead(set: &TagSetRef<'_, NvmeBlk>, hw: &Hw<'_>) {
     hw.admin.cancel();
     cancel_in_flight(set, Status::HOST_ABORTED_DNR);
     set.unquiesce();
+    if let Some(events) = hw.admin.events() {
+        events.controller_dead();
+    }
 }
 
 /// The device is gone: fail everything, once.

@@ -4,10 +4,14 @@
 # from the bus (reads give all ones or zeroes, writes are dropped). Every outstanding and
 # later I/O must fail with an error within seconds, nothing may hang, the device must unbind
 # cleanly, and once the command register is restored a new bind must bring it back.
+# Namespace 2 holds a mounted, idle ext4: once the controller is dead its disks are marked
+# dead as the C driver does (capacity 0, the file system shut down), not left full-size.
 . /guest/lib.sh
 
 check insmod insmod /lib/rnvme.ko
-require_disk disk_ready /dev/rnvme0n1
+require_disk disk_ready /dev/rnvme0n2
+mkfs.ext4 -q -F /dev/rnvme0n2 && mkdir -p /mnt/fs && mount -t ext4 /dev/rnvme0n2 /mnt/fs &&
+	echo data >/mnt/fs/before && sync && pass ext4_mounted || fail ext4_mounted "mkfs or mount failed"
 pci=$(bound_to rnvme | head -1)
 cfg=/sys/bus/pci/devices/$pci/config
 echo 2000 >/sys/block/rnvme0n1/queue/io_timeout
@@ -40,10 +44,24 @@ grep -qE "err=[ ]*5|Input/output error" /tmp/fio.out && pass fio_error_is_eio ||
 dmesg | grep -qE 'rnvme0: (reset failed|.*failing all I/O)' && pass controller_declared_dead ||
 	fail controller_declared_dead "$(dmesg | grep rnvme0 | tail -3)"
 
-# Later I/O fails at once instead of waiting for timeouts.
+# The disks are marked dead: capacity 0 (the block layer's view), and the mounted file
+# system was told its device is gone: it refuses new files with EIO at once (it used to
+# take them into the page cache, to lose them at writeback).
+wait_for 10 sh -c 'test "$(cat /sys/block/rnvme0n2/size)" = 0'
+expect_eq dead_disk_capacity_zero 0 "$(blockdev --getsize64 /dev/rnvme0n1)"
+expect_eq dead_disks_sysfs_size_zero "0 0" "$(cat /sys/block/rnvme0n1/size) $(cat /sys/block/rnvme0n2/size)"
+if out=$(touch /mnt/fs/after 2>&1); then
+	fail mounted_fs_shut_down "a new file was created on the dead disk's file system"
+else
+	echo "$out" | grep -q "Input/output error" && pass mounted_fs_shut_down ||
+		fail mounted_fs_shut_down "unexpected error: $out"
+fi
+check umount_dead_fs umount /mnt/fs
+
+# Later I/O fails at once instead of waiting for timeouts: an error, or (capacity 0) no data.
 start=$(date +%s)
-if dd if=/dev/rnvme0n1 of=/dev/null bs=4k count=1 iflag=direct 2>/dev/null; then
-	fail new_io_fails "read succeeded on a dead controller"
+if bytes=$(dd if=/dev/rnvme0n1 bs=4k count=1 iflag=direct 2>/dev/null | wc -c) && [ "$bytes" != 0 ]; then
+	fail new_io_fails "a read returned $bytes bytes on a dead controller"
 else
 	pass new_io_fails
 fi

@@ -869,6 +869,8 @@ impl<T: BlkOps> DiskOps<T> {
 struct Disk<'a, T: BlkOps> {
     disk: NonNull<bindings::gendisk>,
     added: bool,
+    /// Marked dead (`blk_mark_disk_dead`).
+    dead: bool,
     /// Only reached through the request queue's `queuedata`.
     _data: Pin<KBox<T::DiskData<'a>>>,
 }
@@ -909,6 +911,21 @@ impl<'a, T: BlkOps> TagSet<'a, T> {
             .iter()
             .find(|d| d.added && pred(&d._data))
             .map(|disk| DiskRef { disk })
+    }
+
+    /// Marks every disk dead, as `blk_mark_disk_dead`: its capacity becomes 0, new I/O
+    /// fails at once, and file systems on it are told the device is gone (shut down). The
+    /// disks stay until removed. Returns how many were newly marked.
+    pub(crate) fn mark_disks_dead(&mut self) -> usize {
+        let mut n = 0;
+        for d in self.disks.iter_mut().filter(|d| d.added && !d.dead) {
+            // SAFETY: the disk is added and alive (invariant), and marked once. We are in
+            // process context and do not hold its `open_mutex`.
+            unsafe { bindings::blk_mark_disk_dead(d.disk.as_ptr()) };
+            d.dead = true;
+            n += 1;
+        }
+        n
     }
 
     /// Removes (as [`Self::remove_disks`]) every disk whose data does not satisfy `keep`.
@@ -1035,6 +1052,7 @@ impl<'a, T: BlkOps> Disk<'a, T> {
             // SAFETY: `from_err_ptr` returned a non-error pointer.
             disk: unsafe { NonNull::new_unchecked(disk) },
             added: false,
+            dead: false,
             _data: data,
         };
         let name = kernel::str::CString::try_from_fmt(name)?;
