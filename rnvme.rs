@@ -34,6 +34,8 @@ mod queue;
 mod regs;
 #[path = "src/reset.rs"]
 mod reset;
+#[path = "src/scan.rs"]
+mod scan;
 #[path = "src/spec/mod.rs"]
 #[allow(dead_code)]
 mod spec;

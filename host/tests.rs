@@ -617,3 +617,35 @@ mod untrusted_device_values {
         }
     }
 }
+
+/// Command effects (issue 12 item 2): Format NVM and Sanitize freeze I/O and Format
+/// rescans even when the controller reports nothing; the log's own effects are added; a
+/// relaxation bit or Security Receive drops CSE.
+#[test]
+fn command_effects_format_freezes_and_rescans() {
+    use crate::spec::effects::{self as fx, AdminEffects};
+    let none = fx::admin_effects(None, fx::opcode::FORMAT_NVM);
+    assert!(fx::needs_freeze(none) && fx::needs_rescan(none));
+    let sanitize = fx::admin_effects(None, fx::opcode::SANITIZE);
+    assert!(fx::needs_freeze(sanitize) && !fx::needs_rescan(sanitize));
+    let identify = fx::admin_effects(None, admin_opcode::IDENTIFY);
+    assert!(!fx::needs_freeze(identify) && !fx::needs_rescan(identify));
+    let attach = fx::admin_effects(None, fx::opcode::NS_ATTACHMENT);
+    assert!(!fx::needs_freeze(attach) && fx::needs_rescan(attach));
+
+    let mut log = [0u8; fx::LOG_CMD_EFFECTS_SIZE];
+    // A vendor command (0xc0) that changes namespaces and must run alone.
+    log[4 * 0xc0..4 * 0xc0 + 4].copy_from_slice(&(fx::CSUPP | fx::NCC | 1 << 16).to_le_bytes());
+    // Security Receive claiming CSE, and Get Log Page with CSE but a relaxation bit.
+    log[4 * 0x82..4 * 0x82 + 4].copy_from_slice(&(fx::CSUPP | 1 << 16).to_le_bytes());
+    log[8..12].copy_from_slice(&(fx::CSUPP | 1 << 16 | 1 << 14).to_le_bytes());
+    let log = AdminEffects::parse(&log).unwrap();
+    let vendor = fx::admin_effects(Some(&log), 0xc0);
+    assert!(fx::needs_freeze(vendor) && fx::needs_rescan(vendor));
+    assert!(!fx::needs_freeze(fx::admin_effects(Some(&log), 0x82)));
+    assert!(!fx::needs_freeze(fx::admin_effects(
+        Some(&log),
+        admin_opcode::GET_LOG_PAGE
+    )));
+    assert!(AdminEffects::parse(&[0u8; 1000]).is_none());
+}

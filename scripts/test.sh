@@ -301,7 +301,7 @@ for flavour in $FLAVOURS; do
 	# and longer VM timeouts.
 	img=$RNVME_ROOT/out/test-images/$flavour
 	rm -rf "$img"
-	mkdir -p "$img"/{io,lba4k,mdts1,queues1,msix1,poll,aen,errors,timeout,stress,dead}
+	mkdir -p "$img"/{io,lba4k,mdts1,queues1,msix1,poll,aen,errors,timeout,stress,dead,format}
 	if [ "$flavour" = base ]; then
 		T=900 BASIC_CTRLS=3 BASIC_NS=2 IO_ENV='LBA=512 HOSTCHECK=1' IO_SIZE=256M FUZZ_N=3000
 		CYCLES=50
@@ -362,6 +362,10 @@ for flavour in $FLAVOURS; do
 	# Namespace attach/detach: asynchronous events add and remove disks.
 	run_vm "aen-$flavour" "$flavour" --ctrls 1 --ns 2 --subsys --detached 2 \
 		--backend image --image-dir "$img/aen" --size 64M --timeout $T -- 'sh /guest/aen.sh'
+	# Format NVM under a live disk (two controllers sharing one namespace: rnvme and the C
+	# driver), a rescan after a format behind rnvme's back, an unservable format.
+	run_vm "format-$flavour" "$flavour" --ctrls 2 --shared-subsys --lba 4096 --backend image \
+		--image-dir "$img/format" --size 64M --timeout $T -- 'sh /guest/format.sh'
 	flush_test "$flavour"
 	hotplug_test "$flavour"
 	# 4 controllers probed at once, load/unload cycles with I/O in between.

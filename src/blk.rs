@@ -143,10 +143,10 @@ impl BlkOps for NvmeBlk {
     }
 
     fn queue_rq(q: &IoQueue<'_>, rq: &Request<Self>, last: bool) -> BlkStatus {
-        if q.is_dead() {
+        let ns = rq.disk();
+        if q.is_dead() || ns.unusable() {
             return BlkStatus::IoErr;
         }
-        let ns = rq.disk();
         if rq.first_issue() {
             rq.data().retries.store(0, Relaxed);
         }

@@ -11,8 +11,8 @@ use crate::{
     admin::{AdminQueue, ADMIN_DEPTH},
     aen::AsyncEvents,
     blk::{IoQueues, IoSet, NvmeBlk},
-    hw::{self, Hw, State},
-    ioctl::{CtrlChar, CtrlLink, DiskLink},
+    hw::{self, Hw},
+    ioctl::{CtrlChar, CtrlLink},
     ioq::{self, IoQueue},
     kernel_ext::{
         blk::TagSet,
@@ -20,14 +20,15 @@ use crate::{
         irq::{IrqKind, IrqSet, IrqTypes},
         lease::Lease,
     },
-    ns::{self, Namespace},
-    params,
+    ns, params,
     queue::{Queue, ShadowDoorbells},
     regs::{Regs, BAR0_MIN},
     reset,
+    scan::active_namespaces,
     spec::{
         command::{cns, Command},
-        identify::{self, IdentifyController, IdentifyNamespace, NS_LIST_MAX},
+        effects::{AdminEffects, LOG_CMD_EFFECTS, LOG_CMD_EFFECTS_SIZE, LPA_CMD_EFFECTS},
+        identify::IdentifyController,
         regs::{self as r, Cap},
     },
     stats::{DebugDir, QueueStats},
@@ -116,6 +117,8 @@ impl Handler for QueueIrq<'_> {
 pub(crate) struct Shared<'b> {
     pub(crate) hw: Arc<Hw<'b>>,
     pub(crate) id: IdentifyController,
+    /// The admin half of the Commands Supported and Effects log, if the controller has it.
+    pub(crate) effects: Option<KBox<AdminEffects>>,
     /// I/O queues with interrupts, and polled ones.
     pub(crate) io_queues: u16,
     pub(crate) poll_queues: u16,
@@ -123,7 +126,7 @@ pub(crate) struct Shared<'b> {
     #[pin]
     pub(crate) disks: Mutex<Option<TagSet<'b, NvmeBlk>>>,
     /// Given to each disk, for its ioctls.
-    link: Arc<CtrlLink>,
+    pub(crate) link: Arc<CtrlLink>,
 }
 
 /// One bound NVMe controller: the PCI driver's device data.
@@ -150,6 +153,7 @@ pub(crate) struct Controller<'b> {
     pdev: &'b pci::Device<Bound>,
     instance: Instance,
     id: Option<IdentifyController>,
+    effects: Option<KBox<AdminEffects>>,
 }
 
 impl<'b> Controller<'b> {
@@ -203,6 +207,7 @@ impl<'b> Controller<'b> {
             pdev: bdev,
             instance,
             id: None,
+            effects: None,
         };
         ctrl.inject(3)?;
         ctrl.setup_admin_irq()?;
@@ -230,10 +235,12 @@ impl<'b> Controller<'b> {
         let tagset = self.tagset.take();
         let (hw, link) = (self.hw.clone(), self.link.clone());
         let (io_queues, poll_queues) = (self.nr_io, self.nr_poll);
+        let effects = self.effects.take();
         self.shared = Some(Arc::pin_init(
             try_pin_init!(Shared {
                 hw,
                 id,
+                effects,
                 io_queues,
                 poll_queues,
                 disks <- new_mutex!(tagset),
@@ -500,125 +507,29 @@ impl<'b> Controller<'b> {
             irq
         );
         self.hw.set_abort_limit(id.acl);
+        if id.lpa & LPA_CMD_EFFECTS != 0 {
+            self.effects = self.read_effects();
+        }
         self.id = Some(id);
         Ok(())
     }
-}
 
-/// The active namespace ids, parsed and checked.
-fn active_namespaces(hw: &Hw<'_>, id: &IdentifyController) -> Result<KVec<u32>> {
-    let data = hw.admin_read(
-        Command::identify(cns::ACTIVE_NS_LIST, 0, 0),
-        "Identify Active Namespace List",
-    )?;
-    let mut ids = KBox::new([0u32; NS_LIST_MAX], GFP_KERNEL)?;
-    let n = identify::parse_ns_list(&data, id.nn, &mut ids).map_err(|e| {
-        dev_err!(hw.dev(), "bad namespace list: {e}\n");
-        EINVAL
-    })?;
-    let mut out = KVec::with_capacity(n, GFP_KERNEL)?;
-    for &nsid in &ids[..n] {
-        out.push(nsid, GFP_KERNEL)?;
+    /// The Commands Supported and Effects log's admin half; `None` (the mandatory effects
+    /// only) if it cannot be read.
+    fn read_effects(&self) -> Option<KBox<AdminEffects>> {
+        let dwords = (LOG_CMD_EFFECTS_SIZE / 4) as u32;
+        let data = self
+            .hw
+            .admin_read(
+                Command::get_log_page(LOG_CMD_EFFECTS, 0xffff_ffff, dwords, 0, 0),
+                "Get Log Page (Commands Supported and Effects)",
+            )
+            .ok()?;
+        KBox::new(AdminEffects::parse(&data)?, GFP_KERNEL).ok()
     }
-    Ok(out)
 }
 
 impl<'b> Shared<'b> {
-    /// Brings the disks in line with the controller's active namespaces: removes the disks of
-    /// namespaces that are gone, identifies new ones and adds a disk for each we can serve.
-    /// Used at probe and by rescans (ioctl, namespace-changed events).
-    pub(crate) fn scan_namespaces(&self) -> Result {
-        let mut disks = self.disks.lock();
-        let Some(ts) = Option::as_mut(&mut *disks) else {
-            return Ok(());
-        };
-        let id = &self.id;
-        let inst = self.hw.instance;
-        let active = active_namespaces(&self.hw, id)?;
-        ts.retain_disks(|ns| {
-            let keep = active.contains(&ns.nsid());
-            if !keep {
-                dev_info!(
-                    self.hw.pdev.as_ref(),
-                    "rnvme{inst}n{}: namespace no longer active, removing its disk\n",
-                    ns.nsid()
-                );
-            }
-            keep
-        });
-        for &nsid in active.iter() {
-            if ts.find_disk(|ns| ns.nsid() == nsid).is_some() {
-                continue;
-            }
-            let data = self.hw.admin_read(
-                Command::identify(cns::NAMESPACE, nsid, 0),
-                "Identify Namespace",
-            )?;
-            let ns = match IdentifyNamespace::parse(&data) {
-                Ok(nid) => Namespace::new(self.hw.pdev, id, nsid, nid),
-                Err(e) => {
-                    dev_warn!(
-                        self.hw.pdev.as_ref(),
-                        "rnvme{inst}: namespace {nsid} skipped: {e}\n"
-                    );
-                    continue;
-                }
-            };
-            let ns = match ns {
-                Ok(ns) => ns,
-                Err(why) => {
-                    dev_warn!(
-                        self.hw.pdev.as_ref(),
-                        "rnvme{inst}: namespace {nsid} skipped: {why}\n"
-                    );
-                    continue;
-                }
-            };
-            let limits = ns.limits(id, self.hw.cap, PAGE_SHIFT as u32);
-            let (sectors, bs) = (ns.sectors(), ns.id.block_size());
-            let zeroes = ns.id.deallocate_reads_zeroes();
-            let private = DiskLink {
-                ctrl: self.link.clone(),
-                nsid,
-            };
-            ts.add_disk(
-                limits,
-                fmt!("rnvme{inst}n{nsid}"),
-                sectors,
-                self.hw.pdev.as_ref(),
-                ns,
-                private,
-                // Probe fault step 14: adding the disk fails.
-                params::inject(self.hw.dev(), 14),
-            )?;
-            dev_info!(
-                self.hw.pdev.as_ref(),
-                "rnvme{inst}n{nsid}: {} MiB, {} byte blocks{}{}\n",
-                sectors >> 11,
-                bs,
-                if id.has_volatile_write_cache() {
-                    ", volatile write cache"
-                } else {
-                    ""
-                },
-                if zeroes {
-                    ", deallocated blocks read as zeroes"
-                } else {
-                    ""
-                }
-            );
-        }
-        Ok(())
-    }
-
-    /// `NVME_IOCTL_RESCAN`.
-    pub(crate) fn rescan(&self) -> Result {
-        if self.hw.state() != State::Live {
-            return Err(EBUSY);
-        }
-        self.scan_namespaces()
-    }
-
     /// Resets the controller (keeping its disks), as an I/O timeout's second stage does.
     pub(crate) fn reset(&self, why: &str) -> Result {
         let disks = self.disks.lock();

@@ -236,7 +236,8 @@ fn admin_passthru(s: &Shared<'_>, arg: usize, layout: Layout) -> Result<isize> {
         0 => params::admin_timeout_ms(),
         t => t,
     };
-    let (status, result) = match s.hw.admin.execute_user(cmd, timeout) {
+    let (status, result) = match s.with_effects(c.opcode, || s.hw.admin.execute_user(cmd, timeout))
+    {
         Ok(cqe) => (0, cqe.result),
         Err(CmdError::Status(st)) => (status_ret(st), 0),
         Err(CmdError::Timeout) => {

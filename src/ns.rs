@@ -11,6 +11,7 @@ use crate::{
         regs::Cap,
     },
 };
+use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::Relaxed};
 use kernel::{
     device::{Bound, Device},
     page::PAGE_SIZE,
@@ -30,15 +31,36 @@ pub(crate) fn max_transfer(ctrl: &IdentifyController, cap: Cap) -> u32 {
         .min(MAX_TRANSFER) as u32
 }
 
+/// Whether a namespace identified as `id` has a format we can serve; says why not.
+pub(crate) fn servable(id: &IdentifyNamespace) -> core::result::Result<(), &'static str> {
+    if id.lbaf.ms != 0 {
+        return Err("its LBA format carries metadata, which rnvme does not support");
+    }
+    if id.block_size() as usize > PAGE_SIZE {
+        return Err("its logical block size is larger than the page size");
+    }
+    Ok(())
+}
+
 /// One namespace exposed as a disk.
+///
+/// Its format (block size, size) can change under the disk (Format NVM, a resize): the
+/// fields that describe it are only changed by a revalidation, with the disk's queue
+/// frozen, so every request is built and completed with one format.
 pub(crate) struct Namespace<'b> {
     pdev: &'b pci::Device<Bound>,
     nsid: u32,
     /// log2 of the logical block size.
-    lba_shift: u32,
+    lba_shift: AtomicU32,
+    /// Size in logical blocks.
+    nsze: AtomicU64,
+    /// Deallocated blocks read as zeroes.
+    zeroes: AtomicBool,
+    /// The namespace's format changed to one we cannot serve: I/O fails until the disk
+    /// is removed.
+    unusable: AtomicBool,
     /// The controller takes SGLs for I/O commands.
     sgl: bool,
-    pub(crate) id: IdentifyNamespace,
 }
 
 impl<'b> Namespace<'b> {
@@ -49,19 +71,50 @@ impl<'b> Namespace<'b> {
         nsid: u32,
         id: IdentifyNamespace,
     ) -> core::result::Result<Self, &'static str> {
-        if id.lbaf.ms != 0 {
-            return Err("its LBA format carries metadata, which rnvme does not support");
-        }
-        if id.block_size() as usize > PAGE_SIZE {
-            return Err("its logical block size is larger than the page size");
-        }
+        servable(&id)?;
         Ok(Self {
             pdev,
             nsid,
-            lba_shift: u32::from(id.lbaf.lbads),
+            lba_shift: AtomicU32::new(u32::from(id.lbaf.lbads)),
+            nsze: AtomicU64::new(id.nsze),
+            zeroes: AtomicBool::new(id.deallocate_reads_zeroes()),
+            unusable: AtomicBool::new(false),
             sgl: ctrl.supports_sgl(),
-            id,
         })
+    }
+
+    /// Whether the namespace, identified again as `id`, still has the format the disk was
+    /// set up with.
+    pub(crate) fn same_format(&self, id: &IdentifyNamespace) -> bool {
+        self.lba_shift() == u32::from(id.lbaf.lbads)
+            && self.nsze.load(Relaxed) == id.nsze
+            && self.deallocate_reads_zeroes() == id.deallocate_reads_zeroes()
+    }
+
+    /// Takes the format of `id` (which [`servable`] accepted). Only with the disk's queue
+    /// frozen.
+    pub(crate) fn set_format(&self, id: &IdentifyNamespace) {
+        self.lba_shift.store(u32::from(id.lbaf.lbads), Relaxed);
+        self.nsze.store(id.nsze, Relaxed);
+        self.zeroes.store(id.deallocate_reads_zeroes(), Relaxed);
+    }
+
+    /// Fails I/O from now on: the namespace can no longer be served.
+    pub(crate) fn set_unusable(&self) {
+        self.unusable.store(true, Relaxed);
+    }
+
+    pub(crate) fn unusable(&self) -> bool {
+        self.unusable.load(Relaxed)
+    }
+
+    /// Logical block size in bytes.
+    pub(crate) fn block_size(&self) -> u32 {
+        1 << self.lba_shift()
+    }
+
+    pub(crate) fn deallocate_reads_zeroes(&self) -> bool {
+        self.zeroes.load(Relaxed)
     }
 
     pub(crate) fn sgl(&self) -> bool {
@@ -74,7 +127,7 @@ impl<'b> Namespace<'b> {
 
     /// log2 of the logical block size.
     pub(crate) fn lba_shift(&self) -> u32 {
-        self.lba_shift
+        self.lba_shift.load(Relaxed)
     }
 
     /// The device doing DMA for this namespace's requests.
@@ -84,28 +137,31 @@ impl<'b> Namespace<'b> {
 
     /// Capacity in 512-byte sectors.
     pub(crate) fn sectors(&self) -> u64 {
-        self.id.nsze.saturating_mul(1 << (self.lba_shift - 9))
+        self.nsze
+            .load(Relaxed)
+            .saturating_mul(1 << (self.lba_shift() - 9))
     }
 
     /// Converts a request's position and length to (first LBA, number of blocks), or `None`
     /// if they are not whole blocks or the count does not fit a command.
     pub(crate) fn blocks(&self, sector: u64, bytes: u32) -> Option<(u64, u32)> {
-        let shift = self.lba_shift - 9;
+        let lba_shift = self.lba_shift();
+        let shift = lba_shift - 9;
         let mask = (1u64 << shift) - 1;
-        let bs_mask = (1u32 << self.lba_shift) - 1;
+        let bs_mask = (1u32 << lba_shift) - 1;
         if sector & mask != 0 || bytes & bs_mask != 0 || bytes == 0 {
             return None;
         }
-        Some((sector >> shift, bytes >> self.lba_shift))
+        Some((sector >> shift, bytes >> lba_shift))
     }
 
     /// Queue limits for this namespace on a controller identified by `ctrl` with
     /// capabilities `cap`, enabled with a memory page size of `1 << page_shift`.
     pub(crate) fn limits(&self, ctrl: &IdentifyController, cap: Cap, page_shift: u32) -> Limits {
-        let bs = self.id.block_size();
+        let bs = self.block_size();
         let max_sectors = max_transfer(ctrl, cap) >> 9;
         // Write Zeroes counts blocks in 16 bits.
-        let max_wz = (65536u64 << (self.lba_shift - 9)).min(u64::from(max_sectors)) as u32;
+        let max_wz = (65536u64 << (self.lba_shift() - 9)).min(u64::from(max_sectors)) as u32;
         Limits {
             logical_block_size: bs,
             physical_block_size: bs,

@@ -17,7 +17,7 @@
 //!   belong to a request that is not in flight (a device must never make us touch a request
 //!   we did not send).
 
-use super::device_raw;
+use super::{device_raw, sync::MemallocNoio};
 use core::{
     ffi::{c_int, c_uint, c_void},
     marker::PhantomData,
@@ -603,6 +603,13 @@ pub(crate) struct Limits {
 impl Limits {
     fn to_raw(self) -> bindings::queue_limits {
         let mut lim: bindings::queue_limits = pin_init::zeroed();
+        self.apply(&mut lim);
+        lim
+    }
+
+    /// Sets the limits this type covers in `lim`, leaving the others (those the block layer
+    /// set, e.g. polling support) as they are.
+    fn apply(self, lim: &mut bindings::queue_limits) {
         lim.logical_block_size = self.logical_block_size;
         lim.physical_block_size = self.physical_block_size;
         lim.max_hw_sectors = self.max_hw_sectors;
@@ -610,6 +617,7 @@ impl Limits {
         lim.virt_boundary_mask = self.virt_boundary_mask;
         lim.max_segment_size = self.max_segment_size;
         lim.dma_alignment = self.dma_alignment;
+        lim.features &= !(BLK_FEAT_WRITE_CACHE | BLK_FEAT_FUA);
         if self.write_cache {
             lim.features |= BLK_FEAT_WRITE_CACHE;
             if self.fua {
@@ -622,7 +630,6 @@ impl Limits {
         lim.max_write_zeroes_sectors = self.max_write_zeroes_sectors;
         lim.io_min = self.io_min;
         lim.io_opt = self.io_opt;
-        lim
     }
 }
 
@@ -913,6 +920,28 @@ impl<'a, T: BlkOps> TagSet<'a, T> {
             .map(|disk| DiskRef { disk })
     }
 
+    /// Freezes the request queues of every disk (waits until no request is in flight and
+    /// holds new ones back) until the returned guard is dropped. Allocations by this task
+    /// do no I/O meanwhile.
+    pub(crate) fn freeze_disks(&self) -> Frozen<'_, 'a, T> {
+        let noio = MemallocNoio::save();
+        let added = || self.disks.iter().filter(|d| d.added);
+        // Start every freeze first, so the queues drain in parallel.
+        for d in added() {
+            // SAFETY: the disk is added and alive (invariant); unfrozen by `Frozen::drop`
+            // on this task, as the freeze's lockdep owner expects.
+            unsafe { bindings::blk_freeze_queue_start((*d.disk.as_ptr()).queue) };
+        }
+        for d in added() {
+            // SAFETY: as above; the freeze was started.
+            unsafe { bindings::blk_mq_freeze_queue_wait((*d.disk.as_ptr()).queue) };
+        }
+        Frozen {
+            set: self,
+            _noio: noio,
+        }
+    }
+
     /// Marks every disk dead, as `blk_mark_disk_dead`: its capacity becomes 0, new I/O
     /// fails at once, and file systems on it are told the device is gone (shut down). The
     /// disks stay until removed. Returns how many were newly marked.
@@ -928,9 +957,32 @@ impl<'a, T: BlkOps> TagSet<'a, T> {
         n
     }
 
+    /// Calls `f` for every disk.
+    pub(crate) fn for_each_disk(&self, mut f: impl FnMut(DiskRef<'_, 'a, T>)) {
+        for disk in self.disks.iter().filter(|d| d.added) {
+            f(DiskRef { disk });
+        }
+    }
+
     /// Removes (as [`Self::remove_disks`]) every disk whose data does not satisfy `keep`.
     pub(crate) fn retain_disks(&mut self, keep: impl Fn(&T::DiskData<'a>) -> bool) {
         self.disks.retain(|d| keep(&d._data));
+    }
+}
+
+/// The disks of a [`TagSet`] frozen by [`TagSet::freeze_disks`]; unfrozen when dropped.
+/// The set cannot gain or lose disks meanwhile: this borrows it.
+pub(crate) struct Frozen<'s, 'a, T: BlkOps> {
+    set: &'s TagSet<'a, T>,
+    _noio: MemallocNoio,
+}
+
+impl<T: BlkOps> Drop for Frozen<'_, '_, T> {
+    fn drop(&mut self) {
+        for d in self.set.disks.iter().filter(|d| d.added) {
+            // SAFETY: frozen by `freeze_disks` on this task (the guard is not `Send`).
+            unsafe { bindings::blk_mq_unfreeze_queue_nomemrestore((*d.disk.as_ptr()).queue) };
+        }
     }
 }
 
@@ -942,6 +994,37 @@ pub(crate) struct DiskRef<'s, 'a, T: BlkOps> {
 impl<'s, 'a, T: BlkOps> DiskRef<'s, 'a, T> {
     pub(crate) fn data(&self) -> &'s T::DiskData<'a> {
         &self.disk._data
+    }
+
+    /// Changes the disk's queue limits and capacity in place (a namespace formatted with
+    /// another block size, or resized). With its queue frozen, so no request built for the
+    /// old format is in flight or issued meanwhile, `update` changes the driver's data and
+    /// returns the new limits and capacity in sectors, which are then applied (the capacity
+    /// change with a `RESIZE` uevent).
+    pub(crate) fn update(&self, update: impl FnOnce(&T::DiskData<'a>) -> (Limits, u64)) -> Result {
+        let disk = self.disk.disk.as_ptr();
+        let _noio = MemallocNoio::save();
+        // SAFETY: the disk is added and alive (`self` borrows it), so is its queue.
+        let q = unsafe { (*disk).queue };
+        // SAFETY: `q` is live; unfrozen below on this task. Freezing nests.
+        unsafe { bindings::blk_mq_freeze_queue_nomemsave(q) };
+        let (limits, sectors) = update(&self.disk._data);
+        // SAFETY: `q` is live; the limits are read under `limits_lock`, which
+        // `queue_limits_commit_update` releases (`queue_limits_start_update` is inline).
+        let ret = unsafe {
+            bindings::mutex_lock(&raw mut (*q).limits_lock);
+            let mut lim = core::ptr::read(&raw const (*q).limits);
+            limits.apply(&mut lim);
+            bindings::queue_limits_commit_update(q, &mut lim)
+        };
+        let ret = kernel::error::to_result(ret);
+        if ret.is_ok() {
+            // SAFETY: the disk is live.
+            unsafe { bindings::set_capacity_and_notify(disk, sectors) };
+        }
+        // SAFETY: frozen above.
+        unsafe { bindings::blk_mq_unfreeze_queue_nomemrestore(q) };
+        ret
     }
 
     /// Runs one driver-private request (`REQ_OP_DRV_OUT` if `to_device`, else

@@ -73,3 +73,38 @@ pub(crate) fn system_dfl() -> &'static kernel::workqueue::Queue {
     // SAFETY: `system_dfl_wq` is created at boot and never destroyed.
     unsafe { kernel::workqueue::Queue::from_raw(bindings::system_dfl_wq) }
 }
+
+/// While it lives, allocations by the current task may not start I/O
+/// (`memalloc_noio_save`/`memalloc_noio_restore`, static inlines the 7.3 crate has no
+/// binding for): taken while request queues are frozen, so reclaim never waits on them.
+/// Upstream candidate for `kernel::task`. Not `Send`: it belongs to the task that made it.
+pub(crate) struct MemallocNoio {
+    old: u32,
+    _task: core::marker::PhantomData<*mut ()>,
+}
+
+impl MemallocNoio {
+    pub(crate) fn save() -> Self {
+        // SAFETY: `current` is the running task; only it changes its own `flags`.
+        let old = unsafe {
+            let t = bindings::get_current();
+            let old = (*t).flags & bindings::PF_MEMALLOC_NOIO;
+            (*t).flags |= bindings::PF_MEMALLOC_NOIO;
+            old
+        };
+        Self {
+            old,
+            _task: core::marker::PhantomData,
+        }
+    }
+}
+
+impl Drop for MemallocNoio {
+    fn drop(&mut self) {
+        // SAFETY: as in `save`; this runs on the task that saved (the type is not `Send`).
+        unsafe {
+            let t = bindings::get_current();
+            (*t).flags = ((*t).flags & !bindings::PF_MEMALLOC_NOIO) | self.old;
+        }
+    }
+}

@@ -10,6 +10,7 @@
 
 pub(crate) mod command;
 pub(crate) mod completion;
+pub(crate) mod effects;
 pub(crate) mod event;
 pub(crate) mod identify;
 pub(crate) mod passthru;

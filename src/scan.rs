@@ -1,0 +1,252 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Namespace scanning: which namespaces get a disk, and keeping each disk in line with its
+//! namespace when a command (Format NVM, Sanitize, namespace management) or another host
+//! changes it.
+//!
+//! A scan (at probe, by `NVME_IOCTL_RESCAN`, after a namespace-changed event or a command
+//! whose effects say so) removes the disks of namespaces that are no longer active,
+//! identifies the others again and applies a changed format or size to their disk in place
+//! (or removes it if it can no longer be served), and adds a disk for each new namespace.
+
+use crate::{
+    blk::NvmeBlk,
+    ctrl::Shared,
+    hw::{Hw, State},
+    ioctl::DiskLink,
+    kernel_ext::blk::DiskRef,
+    ns::{servable, Namespace},
+    params,
+    spec::{
+        command::{cns, Command},
+        effects,
+        identify::{self, IdentifyController, IdentifyNamespace, NS_LIST_MAX},
+    },
+};
+use kernel::{page::PAGE_SHIFT, prelude::*};
+
+/// The active namespace ids, parsed and checked.
+pub(crate) fn active_namespaces(hw: &Hw<'_>, id: &IdentifyController) -> Result<KVec<u32>> {
+    let data = hw.admin_read(
+        Command::identify(cns::ACTIVE_NS_LIST, 0, 0),
+        "Identify Active Namespace List",
+    )?;
+    let mut ids = KBox::new([0u32; NS_LIST_MAX], GFP_KERNEL)?;
+    let n = identify::parse_ns_list(&data, id.nn, &mut ids).map_err(|e| {
+        dev_err!(hw.dev(), "bad namespace list: {e}\n");
+        EINVAL
+    })?;
+    let mut out = KVec::with_capacity(n, GFP_KERNEL)?;
+    for &nsid in &ids[..n] {
+        out.push(nsid, GFP_KERNEL)?;
+    }
+    Ok(out)
+}
+
+impl<'b> Shared<'b> {
+    /// Brings the disks in line with the controller's active namespaces: removes the disks of
+    /// namespaces that are gone, identifies new ones and adds a disk for each we can serve.
+    /// Used at probe and by rescans (ioctl, namespace-changed events).
+    pub(crate) fn scan_namespaces(&self) -> Result {
+        let mut disks = self.disks.lock();
+        let Some(ts) = Option::as_mut(&mut *disks) else {
+            return Ok(());
+        };
+        let id = &self.id;
+        let inst = self.hw.instance;
+        let active = active_namespaces(&self.hw, id)?;
+        // Existing disks: still active, and revalidated (a format or size change applied in
+        // place, a format we cannot serve removes the disk).
+        let mut stale = KVec::new();
+        ts.for_each_disk(|d| {
+            let nsid = d.data().nsid();
+            let gone = !active.contains(&nsid);
+            if gone {
+                dev_info!(
+                    self.hw.pdev.as_ref(),
+                    "rnvme{inst}n{nsid}: namespace no longer active, removing its disk\n"
+                );
+            }
+            if gone || d.data().unusable() || !self.revalidate(&d) {
+                d.data().set_unusable();
+                // Without memory for the list the disk stays, failing I/O, until the next
+                // scan.
+                let _ = stale.push(nsid, GFP_KERNEL);
+            }
+        });
+        ts.retain_disks(|ns| !stale.contains(&ns.nsid()));
+        for &nsid in active.iter() {
+            if ts.find_disk(|ns| ns.nsid() == nsid).is_some() {
+                continue;
+            }
+            let data = self.hw.admin_read(
+                Command::identify(cns::NAMESPACE, nsid, 0),
+                "Identify Namespace",
+            )?;
+            let ns = match IdentifyNamespace::parse(&data) {
+                Ok(nid) => Namespace::new(self.hw.pdev, id, nsid, nid),
+                Err(e) => {
+                    dev_warn!(
+                        self.hw.pdev.as_ref(),
+                        "rnvme{inst}: namespace {nsid} skipped: {e}\n"
+                    );
+                    continue;
+                }
+            };
+            let ns = match ns {
+                Ok(ns) => ns,
+                Err(why) => {
+                    dev_warn!(
+                        self.hw.pdev.as_ref(),
+                        "rnvme{inst}: namespace {nsid} skipped: {why}\n"
+                    );
+                    continue;
+                }
+            };
+            let limits = ns.limits(id, self.hw.cap, PAGE_SHIFT as u32);
+            let (sectors, bs) = (ns.sectors(), ns.block_size());
+            let zeroes = ns.deallocate_reads_zeroes();
+            let private = DiskLink {
+                ctrl: self.link.clone(),
+                nsid,
+            };
+            ts.add_disk(
+                limits,
+                fmt!("rnvme{inst}n{nsid}"),
+                sectors,
+                self.hw.pdev.as_ref(),
+                ns,
+                private,
+                // Probe fault step 14: adding the disk fails.
+                params::inject(self.hw.dev(), 14),
+            )?;
+            dev_info!(
+                self.hw.pdev.as_ref(),
+                "rnvme{inst}n{nsid}: {} MiB, {} byte blocks{}{}\n",
+                sectors >> 11,
+                bs,
+                if id.has_volatile_write_cache() {
+                    ", volatile write cache"
+                } else {
+                    ""
+                },
+                if zeroes {
+                    ", deallocated blocks read as zeroes"
+                } else {
+                    ""
+                }
+            );
+        }
+        Ok(())
+    }
+
+    /// Identifies the namespace of disk `d` again and applies a changed format or size to
+    /// the disk in place. Returns false if the disk must go: the namespace is no longer
+    /// valid or its new format is one we cannot serve. A failed Identify keeps the disk as
+    /// it is.
+    fn revalidate(&self, d: &DiskRef<'_, 'b, NvmeBlk>) -> bool {
+        let ns = d.data();
+        let (nsid, inst) = (ns.nsid(), self.hw.instance);
+        let Ok(data) = self.hw.admin_read(
+            Command::identify(cns::NAMESPACE, nsid, 0),
+            "Identify Namespace",
+        ) else {
+            return true;
+        };
+        let nid = match IdentifyNamespace::parse(&data) {
+            Ok(nid) => nid,
+            Err(e) => {
+                dev_warn!(
+                    self.hw.dev(),
+                    "rnvme{inst}n{nsid}: {e}: removing its disk\n"
+                );
+                return false;
+            }
+        };
+        if ns.same_format(&nid) {
+            return true;
+        }
+        if let Err(why) = servable(&nid) {
+            dev_warn!(
+                self.hw.dev(),
+                "rnvme{inst}n{nsid}: reformatted: {why}: removing its disk\n"
+            );
+            return false;
+        }
+        let (old_bs, old_mib) = (ns.block_size(), ns.sectors() >> 11);
+        let (id, cap) = (&self.id, self.hw.cap);
+        let updated = d.update(|ns| {
+            ns.set_format(&nid);
+            (ns.limits(id, cap, PAGE_SHIFT as u32), ns.sectors())
+        });
+        match updated {
+            Ok(()) => {
+                dev_info!(
+                    self.hw.dev(),
+                    "rnvme{inst}n{nsid}: format changed: {old_bs} to {} byte blocks, {old_mib} to {} MiB\n",
+                    ns.block_size(),
+                    ns.sectors() >> 11
+                );
+                true
+            }
+            Err(e) => {
+                dev_err!(
+                    self.hw.dev(),
+                    "rnvme{inst}n{nsid}: cannot apply its new format ({}): removing its disk\n",
+                    e.to_errno()
+                );
+                false
+            }
+        }
+    }
+
+    /// Runs admin command `opcode` from user space through `f` as its effects (Commands
+    /// Supported and Effects, and those the spec makes mandatory) require, as the C
+    /// driver's `nvme_passthru_start`/`end`: I/O to every disk frozen around a command
+    /// that must run alone (Format NVM, Sanitize), and the disks revalidated before it
+    /// runs again; the namespaces rescanned after one that changes them.
+    pub(crate) fn with_effects<R>(&self, opcode: u8, f: impl FnOnce() -> R) -> R {
+        let fx = effects::admin_effects(self.effects.as_deref(), opcode);
+        let r = if effects::needs_freeze(fx) {
+            let disks = self.disks.lock();
+            match disks.as_ref() {
+                Some(ts) => {
+                    let _frozen = ts.freeze_disks();
+                    let r = f();
+                    if effects::needs_rescan(fx) {
+                        // No request may be built in the old format: revalidate before
+                        // unfreezing. Disks that must go fail I/O until the scan below.
+                        ts.for_each_disk(|d| {
+                            if !self.revalidate(&d) {
+                                d.data().set_unusable();
+                            }
+                        });
+                    }
+                    r
+                }
+                None => f(),
+            }
+        } else {
+            f()
+        };
+        if effects::needs_rescan(fx) {
+            if let Err(e) = self.scan_namespaces() {
+                dev_warn!(
+                    self.hw.dev(),
+                    "rnvme{}: rescan after admin command {opcode:#04x} failed: {}\n",
+                    self.hw.instance,
+                    e.to_errno()
+                );
+            }
+        }
+        r
+    }
+
+    /// `NVME_IOCTL_RESCAN`.
+    pub(crate) fn rescan(&self) -> Result {
+        if self.hw.state() != State::Live {
+            return Err(EBUSY);
+        }
+        self.scan_namespaces()
+    }
+}
