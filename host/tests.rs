@@ -649,3 +649,70 @@ fn command_effects_format_freezes_and_rescans() {
     )));
     assert!(AdminEffects::parse(&[0u8; 1000]).is_none());
 }
+
+/// DMRSL, DMRL and WZSL (issue 12 item 8) from QEMU's NVM Identify Controller layout.
+#[test]
+fn nvm_identify_controller_limits() {
+    let mut b = [0u8; 4096];
+    assert_eq!(
+        IdentifyControllerNvm::parse(&b[..100]),
+        Err(IdentifyError::Truncated)
+    );
+    let none = IdentifyControllerNvm::parse(&b).unwrap();
+    assert_eq!(none.max_range_blocks(), None);
+    assert_eq!(none.max_ranges(), 256);
+    assert_eq!(none.max_write_zeroes_bytes(Cap(0)), None);
+    b[1] = 3; // WZSL: 8 pages
+    b[3] = 16; // DMRL
+    b[4..8].copy_from_slice(&4194303u32.to_le_bytes()); // QEMU's DMRSL for 512-byte blocks
+    let id = IdentifyControllerNvm::parse(&b).unwrap();
+    assert_eq!(id.max_range_blocks(), Some(4194303));
+    assert_eq!(id.max_ranges(), 16);
+    assert_eq!(id.max_write_zeroes_bytes(Cap(0)), Some(32 * 1024));
+    assert_eq!(id.max_write_zeroes_bytes(Cap(1 << 48)), Some(64 * 1024));
+}
+
+/// The discard granularity from NPDG/NPDA, as the C driver derives it (compared with it on
+/// QEMU in limits-*): only when NSFEAT's OPTPERF bits say the fields are valid.
+#[test]
+fn namespace_discard_granularity() {
+    let mut id = IdentifyNamespace {
+        nsze: 8,
+        ncap: 8,
+        nsfeat: 0,
+        nlbaf: 0,
+        lbaf: LbaFormat {
+            ms: 0,
+            lbads: 9,
+            rp: 0,
+        },
+        lbaf_index: 0,
+        extended_lba: false,
+        dlfeat: 0,
+        nawupf: 0,
+        npwg: 0,
+        npwa: 0,
+        noiob: 0,
+        npdg: 7,
+        npda: 3,
+    };
+    assert_eq!(id.discard_granularity_blocks(), 1);
+    id.nsfeat = 1 << 4;
+    assert_eq!(id.discard_granularity_blocks(), 8);
+    id.nsfeat = 2 << 4; // NPDGL/NPDAL only: NPDA still counts, NPDG does not
+    assert_eq!(id.discard_granularity_blocks(), 4);
+    // Parsed from where QEMU puts them (bytes 68 and 70; NSFEAT 0x14).
+    let mut b = [0u8; 4096];
+    b[0] = 8;
+    b[8] = 8;
+    b[24] = 0x14;
+    b[128..132].copy_from_slice(&(9u32 << 16).to_le_bytes());
+    b[68] = 7;
+    b[70] = 7;
+    assert_eq!(
+        IdentifyNamespace::parse(&b)
+            .unwrap()
+            .discard_granularity_blocks(),
+        8
+    );
+}

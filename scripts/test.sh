@@ -301,7 +301,7 @@ for flavour in $FLAVOURS; do
 	# and longer VM timeouts.
 	img=$RNVME_ROOT/out/test-images/$flavour
 	rm -rf "$img"
-	mkdir -p "$img"/{io,lba4k,mdts1,queues1,msix1,poll,aen,errors,timeout,stress,dead,format}
+	mkdir -p "$img"/{io,lba4k,mdts1,queues1,msix1,poll,aen,errors,timeout,stress,dead,format,busmaster}
 	if [ "$flavour" = base ]; then
 		T=900 BASIC_CTRLS=3 BASIC_NS=2 IO_ENV='LBA=512 HOSTCHECK=1' IO_SIZE=256M FUZZ_N=3000
 		CYCLES=50
@@ -335,6 +335,9 @@ for flavour in $FLAVOURS; do
 	# is clean, a rebind after it answers again probes it.
 	run_vm "dead-$flavour" "$flavour" --ctrls 1 --ns 2 --backend image --image-dir "$img/dead" \
 		--size 128M --timeout $T -- 'sh /guest/dead.sh'
+	# Bus Master Enable cleared under fio: the reset restores it (rnvme and the C driver).
+	run_vm "busmaster-$flavour" "$flavour" --ctrls 2 --backend image --image-dir "$img/busmaster" \
+		--size 64M --timeout $T -- 'sh /guest/busmaster.sh'
 	# Polled queues (io_uring IOPOLL) without interrupts.
 	run_vm "poll-$flavour" "$flavour" --ctrls 1 --backend image --image-dir "$img/poll" \
 		--size 64M --timeout $T -- 'sh /guest/poll.sh'
@@ -362,6 +365,8 @@ for flavour in $FLAVOURS; do
 	# Namespace attach/detach: asynchronous events add and remove disks.
 	run_vm "aen-$flavour" "$flavour" --ctrls 1 --ns 2 --subsys --detached 2 \
 		--backend image --image-dir "$img/aen" --size 64M --timeout $T -- 'sh /guest/aen.sh'
+	# Controller limits (DMRSL, DMRL, WZSL) against the C driver; a whole-disk discard.
+	run_vm "limits-$flavour" "$flavour" --ctrls 2 --size 8G --timeout $T -- 'sh /guest/limits.sh'
 	# Format NVM under a live disk (two controllers sharing one namespace: rnvme and the C
 	# driver), a rescan after a format behind rnvme's back, an unservable format.
 	run_vm "format-$flavour" "$flavour" --ctrls 2 --shared-subsys --lba 4096 --backend image \

@@ -10,8 +10,9 @@
 //! left to user space (nvme-cli), as the C driver does.
 //!
 //! The same work item marks the disks dead when error recovery gives the controller up
-//! ([`AsyncEvents::controller_dead`]): that takes the disks' lock and may call into file
-//! systems, which the timeout handler that decides it must not wait for.
+//! ([`AsyncEvents::controller_dead`]), and resets the controller after an admin command
+//! timed out ([`AsyncEvents::reset_needed`]): both take the disks' lock, which the code
+//! that decides them may hold (a scan) or must not wait for (a timeout handler).
 //!
 //! The work item is `'static` and reaches the controller through its [`CtrlLink`], so one
 //! still queued at unbind finds the link revoked and does nothing; [`AsyncEvents::close`]
@@ -50,6 +51,8 @@ pub(crate) struct AsyncEvents {
     event: AtomicBool,
     /// The controller was declared dead: the work marks its disks dead.
     dead: AtomicBool,
+    /// An admin command of the driver timed out: the work resets the controller.
+    reset: AtomicBool,
     /// Set at teardown: completions no longer queue the work.
     closed: AtomicBool,
 }
@@ -62,6 +65,10 @@ impl WorkItem for AsyncEvents {
     type Pointer = Arc<AsyncEvents>;
 
     fn run(this: Arc<AsyncEvents>) {
+        if this.reset.swap(false, Relaxed) {
+            // Failures are logged, and a controller that does not come back is dead.
+            let _ = this.link.with(|s| s.reset("admin command timeout"));
+        }
         if this.dead.swap(false, Relaxed) {
             this.link.with(|s| s.mark_disks_dead());
         }
@@ -83,6 +90,7 @@ impl AsyncEvents {
                 result: AtomicU32::new(0),
                 event: AtomicBool::new(false),
                 dead: AtomicBool::new(false),
+                reset: AtomicBool::new(false),
                 closed: AtomicBool::new(false),
             }),
             GFP_KERNEL,
@@ -101,6 +109,13 @@ impl AsyncEvents {
     /// the work item.
     pub(crate) fn controller_dead(self: &Arc<Self>) {
         self.dead.store(true, Relaxed);
+        self.queue();
+    }
+
+    /// An admin command timed out outside a reset (any context): the work resets the
+    /// controller.
+    pub(crate) fn reset_needed(self: &Arc<Self>) {
+        self.reset.store(true, Relaxed);
         self.queue();
     }
 

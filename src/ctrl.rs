@@ -28,7 +28,7 @@ use crate::{
     spec::{
         command::{cns, Command},
         effects::{AdminEffects, LOG_CMD_EFFECTS, LOG_CMD_EFFECTS_SIZE, LPA_CMD_EFFECTS},
-        identify::IdentifyController,
+        identify::{IdentifyController, IdentifyControllerNvm},
         regs::{self as r, Cap},
     },
     stats::{DebugDir, QueueStats},
@@ -119,6 +119,8 @@ pub(crate) struct Shared<'b> {
     pub(crate) id: IdentifyController,
     /// The admin half of the Commands Supported and Effects log, if the controller has it.
     pub(crate) effects: Option<KBox<AdminEffects>>,
+    /// NVM command set limits (Write Zeroes, Dataset Management), if the controller says.
+    pub(crate) nvm: Option<IdentifyControllerNvm>,
     /// I/O queues with interrupts, and polled ones.
     pub(crate) io_queues: u16,
     pub(crate) poll_queues: u16,
@@ -154,6 +156,7 @@ pub(crate) struct Controller<'b> {
     instance: Instance,
     id: Option<IdentifyController>,
     effects: Option<KBox<AdminEffects>>,
+    nvm: Option<IdentifyControllerNvm>,
 }
 
 impl<'b> Controller<'b> {
@@ -208,6 +211,7 @@ impl<'b> Controller<'b> {
             instance,
             id: None,
             effects: None,
+            nvm: None,
         };
         ctrl.inject(3)?;
         ctrl.setup_admin_irq()?;
@@ -236,11 +240,13 @@ impl<'b> Controller<'b> {
         let (hw, link) = (self.hw.clone(), self.link.clone());
         let (io_queues, poll_queues) = (self.nr_io, self.nr_poll);
         let effects = self.effects.take();
+        let nvm = self.nvm;
         self.shared = Some(Arc::pin_init(
             try_pin_init!(Shared {
                 hw,
                 id,
                 effects,
+                nvm,
                 io_queues,
                 poll_queues,
                 disks <- new_mutex!(tagset),
@@ -509,6 +515,15 @@ impl<'b> Controller<'b> {
         self.hw.set_abort_limit(id.acl);
         if id.lpa & LPA_CMD_EFFECTS != 0 {
             self.effects = self.read_effects();
+        }
+        // As the C driver: asked of every controller of NVMe 1.1 or later, and refused by
+        // those that predate it (then only MDTS limits Write Zeroes and Dataset Management).
+        if (maj, min) >= (1, 1) {
+            self.nvm = self
+                .hw
+                .try_admin_read(Command::identify(cns::CS_CONTROLLER, 0, 0))
+                .ok()
+                .and_then(|data| IdentifyControllerNvm::parse(&data).ok());
         }
         self.id = Some(id);
         Ok(())

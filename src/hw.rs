@@ -182,25 +182,54 @@ impl<'b> Hw<'b> {
             Ok(c) => Ok(c.result),
             Err(e) => {
                 dev_err!(self.dev(), "{what} failed: {e}\n");
+                if e == CmdError::Timeout {
+                    self.admin_timed_out();
+                }
                 Err(e.into())
             }
+        }
+    }
+
+    /// An admin command of the driver's own timed out. The controller is stopped (it may
+    /// still own the command's buffer). Outside a reset (which handles its own failures)
+    /// it is then reset, as the C driver resets on an admin timeout: admin commands are
+    /// refused and I/O timeouts wait until the controller work has reset it, instead of
+    /// I/O stalling on a disabled controller until two I/O timeouts have passed.
+    fn admin_timed_out(&self) {
+        let _ = self.disable();
+        if self.state() != State::Live {
+            return;
+        }
+        self.set_state(State::Resetting);
+        self.admin.cancel();
+        // Without the work (still probing), the probe fails with the command.
+        if let Some(work) = self.admin.events() {
+            work.reset_needed();
         }
     }
 
     /// Runs an admin command that transfers up to one page into a fresh DMA buffer and
     /// returns a copy of the data.
     pub(crate) fn admin_read(&self, cmd: Command, what: &str) -> Result<KVec<u8>> {
+        self.try_admin_read(cmd).map_err(|e| {
+            dev_err!(self.dev(), "{what} failed: {e}\n");
+            e.into()
+        })
+    }
+
+    /// [`Self::admin_read`] without the log line, for commands a controller may refuse.
+    pub(crate) fn try_admin_read(&self, cmd: Command) -> Result<KVec<u8>, CmdError> {
         let buf = Coherent::<u8>::zeroed_slice(self.dev(), IDENTIFY_SIZE, GFP_KERNEL)?;
         let cmd = cmd.with_prp(buf.dma_address(), 0);
         if let Err(e) = self.admin.execute(cmd, params::admin_timeout_ms()) {
-            dev_err!(self.dev(), "{what} failed: {e}\n");
             if e == CmdError::Timeout {
-                // The device may still write into `buf`: stop it before `buf` is freed.
-                let _ = self.disable();
+                // The device may still write into `buf`: it is stopped before `buf` is
+                // freed.
+                self.admin_timed_out();
             }
-            return Err(e.into());
+            return Err(e);
         }
-        let mut out = KVec::from_elem(0u8, IDENTIFY_SIZE, GFP_KERNEL)?;
+        let mut out = KVec::from_elem(0u8, IDENTIFY_SIZE, GFP_KERNEL).map_err(|_| ENOMEM)?;
         (&buf).copy_to_slice(&mut out);
         Ok(out)
     }

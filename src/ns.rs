@@ -7,7 +7,7 @@ use crate::{
     spec::{
         command::DSM_MAX_RANGES,
         completion::Status,
-        identify::{IdentifyController, IdentifyNamespace},
+        identify::{IdentifyController, IdentifyControllerNvm, IdentifyNamespace},
         regs::Cap,
     },
 };
@@ -56,6 +56,8 @@ pub(crate) struct Namespace<'b> {
     nsze: AtomicU64,
     /// Deallocated blocks read as zeroes.
     zeroes: AtomicBool,
+    /// Preferred deallocation granularity, in blocks.
+    discard_blocks: AtomicU32,
     /// The namespace's format changed to one we cannot serve: I/O fails until the disk
     /// is removed.
     unusable: AtomicBool,
@@ -78,6 +80,7 @@ impl<'b> Namespace<'b> {
             lba_shift: AtomicU32::new(u32::from(id.lbaf.lbads)),
             nsze: AtomicU64::new(id.nsze),
             zeroes: AtomicBool::new(id.deallocate_reads_zeroes()),
+            discard_blocks: AtomicU32::new(id.discard_granularity_blocks()),
             unusable: AtomicBool::new(false),
             sgl: ctrl.supports_sgl(),
         })
@@ -89,6 +92,7 @@ impl<'b> Namespace<'b> {
         self.lba_shift() == u32::from(id.lbaf.lbads)
             && self.nsze.load(Relaxed) == id.nsze
             && self.deallocate_reads_zeroes() == id.deallocate_reads_zeroes()
+            && self.discard_blocks.load(Relaxed) == id.discard_granularity_blocks()
     }
 
     /// Takes the format of `id` (which [`servable`] accepted). Only with the disk's queue
@@ -97,6 +101,8 @@ impl<'b> Namespace<'b> {
         self.lba_shift.store(u32::from(id.lbaf.lbads), Relaxed);
         self.nsze.store(id.nsze, Relaxed);
         self.zeroes.store(id.deallocate_reads_zeroes(), Relaxed);
+        self.discard_blocks
+            .store(id.discard_granularity_blocks(), Relaxed);
     }
 
     /// Fails I/O from now on: the namespace can no longer be served.
@@ -155,13 +161,36 @@ impl<'b> Namespace<'b> {
         Some((sector >> shift, bytes >> lba_shift))
     }
 
-    /// Queue limits for this namespace on a controller identified by `ctrl` with
-    /// capabilities `cap`, enabled with a memory page size of `1 << page_shift`.
-    pub(crate) fn limits(&self, ctrl: &IdentifyController, cap: Cap, page_shift: u32) -> Limits {
+    /// Queue limits for this namespace on a controller identified by `ctrl` (and `nvm`, its
+    /// NVM command set limits, if it has them) with capabilities `cap`, enabled with a
+    /// memory page size of `1 << page_shift`.
+    pub(crate) fn limits(
+        &self,
+        ctrl: &IdentifyController,
+        nvm: Option<&IdentifyControllerNvm>,
+        cap: Cap,
+        page_shift: u32,
+    ) -> Limits {
         let bs = self.block_size();
+        let to_sectors = self.lba_shift() - 9;
         let max_sectors = max_transfer(ctrl, cap) >> 9;
-        // Write Zeroes counts blocks in 16 bits.
-        let max_wz = (65536u64 << (self.lba_shift() - 9)).min(u64::from(max_sectors)) as u32;
+        // Write Zeroes counts blocks in 16 bits, and WZSL may limit it further.
+        let wzsl = nvm
+            .and_then(|n| n.max_write_zeroes_bytes(cap))
+            .map_or(u64::MAX, |b| b >> 9);
+        let max_wz = (65536u64 << to_sectors)
+            .min(u64::from(max_sectors))
+            .min(wzsl) as u32;
+        // One discard is one Dataset Management range (the block layer merges several
+        // into one command, up to the segments limit): at most DMRSL blocks, which a
+        // controller may otherwise skip without an error.
+        let max_discard = nvm
+            .and_then(IdentifyControllerNvm::max_range_blocks)
+            .map_or(u64::MAX, |b| u64::from(b) << to_sectors)
+            .min(u64::from(u32::MAX >> 9)) as u32;
+        let max_ranges = nvm.map_or(DSM_MAX_RANGES as u16, |n| {
+            n.max_ranges().min(DSM_MAX_RANGES as u16)
+        });
         Limits {
             logical_block_size: bs,
             physical_block_size: bs,
@@ -174,13 +203,9 @@ impl<'b> Namespace<'b> {
             dma_alignment: 3,
             write_cache: ctrl.has_volatile_write_cache(),
             fua: ctrl.has_volatile_write_cache(),
-            max_discard_sectors: if ctrl.supports_dsm() {
-                u32::MAX >> 9
-            } else {
-                0
-            },
-            max_discard_segments: DSM_MAX_RANGES as u16,
-            discard_granularity: bs,
+            max_discard_sectors: if ctrl.supports_dsm() { max_discard } else { 0 },
+            max_discard_segments: max_ranges,
+            discard_granularity: bs.saturating_mul(self.discard_blocks.load(Relaxed)),
             max_write_zeroes_sectors: if ctrl.supports_write_zeroes() {
                 max_wz
             } else {

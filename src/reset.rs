@@ -22,7 +22,10 @@ use crate::{
     blk::{IoSet, NvmeBlk},
     hw::{Hw, State},
     ioq::IoQueue,
-    kernel_ext::blk::{Request, TagSetRef, Timeout},
+    kernel_ext::{
+        blk::{Request, TagSetRef, Timeout},
+        pci_set_master,
+    },
     spec::{
         command::{cns, io_cid, Command},
         completion::Status,
@@ -151,6 +154,41 @@ pub(crate) fn reset(set: &TagSetRef<'_, NvmeBlk>, why: &str) -> Result {
     }
 }
 
+/// Enables the controller again with empty rings: restores bus mastering first (a PCI
+/// error, or someone writing the command register, may have cleared it: the controller
+/// then cannot fetch a command, as C's `nvme_pci_enable` knows), then asks for `nr` I/O
+/// queues. A controller that does not answer that first command gets one more enable.
+fn enable_again(hw: &Hw<'_>, nr: u16) -> Result {
+    let mut tries = 0;
+    loop {
+        hw.admin.restart()?;
+        pci_set_master(hw.pdev);
+        hw.enable()?;
+        let first = if nr > 0 { hw.set_num_queues(nr) } else { Ok(0) };
+        match first {
+            Ok(granted) if granted < nr => {
+                dev_err!(
+                    hw.dev(),
+                    "controller now grants {granted} I/O queues, {nr} needed\n"
+                );
+                return Err(EIO);
+            }
+            Ok(_) => return Ok(()),
+            Err(e) if tries == 0 && hw.state() != State::Dead => {
+                tries += 1;
+                dev_warn!(
+                    hw.dev(),
+                    "rnvme{}: first command after enable failed ({}): enabling once more\n",
+                    hw.instance,
+                    e.to_errno()
+                );
+                hw.disable()?;
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
 /// Brings a disabled controller back with the queues it had.
 fn restart(io: &IoSet<'_>) -> Result {
     let hw = &io.hw;
@@ -160,19 +198,8 @@ fn restart(io: &IoSet<'_>) -> Result {
     if let Some(s) = &io.shadow {
         s.clear()?;
     }
-    hw.admin.restart()?;
-    hw.enable()?;
     let nr = io.queues.len() as u16;
-    if nr > 0 {
-        let granted = hw.set_num_queues(nr)?;
-        if granted < nr {
-            dev_err!(
-                hw.dev(),
-                "controller now grants {granted} I/O queues, {nr} needed\n"
-            );
-            return Err(EIO);
-        }
-    }
+    enable_again(hw, nr)?;
     for q in io.queues.iter() {
         hw.create_io_queue(q)?;
     }

@@ -8,21 +8,39 @@
 # dead as the C driver does (capacity 0, the file system shut down), not left full-size.
 . /guest/lib.sh
 
-check insmod insmod /lib/rnvme.ko
+check insmod insmod /lib/rnvme.ko admin_timeout=3
 require_disk disk_ready /dev/rnvme0n2
 mkfs.ext4 -q -F /dev/rnvme0n2 && mkdir -p /mnt/fs && mount -t ext4 /dev/rnvme0n2 /mnt/fs &&
 	echo data >/mnt/fs/before && sync && pass ext4_mounted || fail ext4_mounted "mkfs or mount failed"
 pci=$(bound_to rnvme | head -1)
-cfg=/sys/bus/pci/devices/$pci/config
-echo 2000 >/sys/block/rnvme0n1/queue/io_timeout
-
-# write_cmd VALUE: writes the 16-bit PCI command register.
-write_cmd() {
-	printf "\\$(printf %03o $(($1 & 0xff)))\\$(printf %03o $(($1 >> 8)))" |
-		dd of="$cfg" bs=1 seek=4 count=2 conv=notrunc 2>/dev/null
-}
-cmd=$((0x$(od -An -tx2 -j4 -N2 "$cfg" | tr -d ' ')))
+cmd=$(pci_command $pci)
 echo "PCI command register: $(printf %#x $cmd)"
+
+# --- an admin command of the driver times out ----------------------------------------------
+# The controller never sees a rescan's Identify (Memory Space Enable is off while it is
+# submitted, on again a second later). After the admin timeout (3 s) the controller must
+# be reset at once: I/O right after completes within seconds, instead of waiting on a
+# disabled controller for two I/O timeouts (10 s each; it used to).
+echo 10000 >/sys/block/rnvme0n1/queue/io_timeout
+trace_mark admin_timeout_begin /dev/rnvme0n1
+pci_command $pci $((cmd & ~2))
+nvme ns-rescan /dev/rnvme0 >/tmp/rescan.out 2>&1 &
+rescan=$!
+sleep 1
+pci_command $pci $cmd
+wait $rescan && fail rescan_times_out "the rescan succeeded" || pass rescan_times_out
+start=$(date +%s)
+check read_after_admin_timeout dd if=/dev/rnvme0n1 of=/dev/null bs=4k count=1 iflag=direct
+elapsed=$(($(date +%s) - start))
+echo "read after the admin timeout took ${elapsed}s"
+[ $elapsed -lt 8 ] && pass io_prompt_after_admin_timeout ||
+	fail io_prompt_after_admin_timeout "${elapsed}s"
+wait_for 20 grep -q live /sys/class/misc/rnvme0/state
+trace_mark admin_timeout_end /dev/rnvme0n1
+trace_expect admin_timeout_resets_controller admin_timeout_begin admin_timeout_end eq 1 \
+	"pci_nvme_mmio_start_success"
+
+echo 2000 >/sys/block/rnvme0n1/queue/io_timeout
 
 fio --name=dead --filename=/dev/rnvme0n1 --rw=randrw --bs=4k --iodepth=16 \
 	--ioengine=io_uring --direct=1 --time_based --runtime=300 --size=32M \
@@ -32,7 +50,7 @@ sleep 3
 kill -0 $fio_pid 2>/dev/null && pass fio_running || fail fio_running "fio ended early: $(tail -3 /tmp/fio.out)"
 
 start=$(date +%s)
-write_cmd $((cmd & ~2))
+pci_command $pci $((cmd & ~2))
 wait $fio_pid
 rc=$?
 elapsed=$(($(date +%s) - start))
@@ -75,7 +93,7 @@ elapsed=$(($(date +%s) - start))
 [ $elapsed -lt 20 ] && pass unbind_bounded || fail unbind_bounded "${elapsed}s"
 
 # The device answers again: a new bind probes it from scratch.
-write_cmd $cmd
+pci_command $pci $cmd
 echo "$pci" >/sys/bus/pci/drivers/rnvme/bind
 wait_for 20 test -b /dev/rnvme0n1 && pass rebind_after_recovery || fail rebind_after_recovery "no disk"
 check read_after_rebind dd if=/dev/rnvme0n1 of=/dev/null bs=64k count=16 iflag=direct

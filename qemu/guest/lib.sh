@@ -66,6 +66,18 @@ bound_to() {
 
 count() { grep -c . || true; }
 
+# pci_command PCI [VALUE]: prints the 16-bit PCI command register of device PCI (decimal),
+# or writes VALUE to it.
+pci_command() {
+	local cfg=/sys/bus/pci/devices/$1/config
+	if [ $# -eq 1 ]; then
+		echo $((0x$(od -An -tx2 -j4 -N2 "$cfg" | tr -d ' ')))
+		return
+	fi
+	printf "\\$(printf %03o $(($2 & 0xff)))\\$(printf %03o $(($2 >> 8)))" |
+		dd of="$cfg" bs=1 seek=4 count=2 conv=notrunc 2>/dev/null
+}
+
 # Identify lines rnvme logged since the ring buffer was last cleared.
 identify_lines() { dmesg | grep -E 'rnvme[0-9]+: model "' || true; }
 

@@ -35,3 +35,12 @@ pub(crate) fn device_raw<Ctx: device::DeviceContext>(
     // zero-sized `PhantomData`), see `pci_dev_raw`.
     core::ptr::from_ref(dev).cast_mut().cast()
 }
+
+/// Enables bus mastering of a bound device (`pci_set_master`), as error recovery must after
+/// a reset: the 7.3 crate has `set_master` on an unbound-context `pci::Device` only.
+/// Upstream candidate: `pci::Device<Bound>::set_master`.
+pub(crate) fn pci_set_master(pdev: &pci::Device<device::Bound>) {
+    // SAFETY: `pdev` is a live, bound PCI device; `pci_set_master` only updates its command
+    // register (under the PCI core's own locking of config space).
+    unsafe { bindings::pci_set_master(pci_dev_raw(pdev)) };
+}

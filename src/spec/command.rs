@@ -31,6 +31,8 @@ pub(crate) mod cns {
     pub(crate) const NAMESPACE: u8 = 0x00;
     pub(crate) const CONTROLLER: u8 = 0x01;
     pub(crate) const ACTIVE_NS_LIST: u8 = 0x02;
+    /// I/O Command Set specific Identify Controller (CSI 00h: the NVM command set).
+    pub(crate) const CS_CONTROLLER: u8 = 0x06;
 }
 
 /// Feature identifiers.

@@ -252,6 +252,9 @@ pub(crate) struct IdentifyNamespace {
     pub(crate) npwa: u16,
     /// Optimal I/O boundary in blocks (0: none).
     pub(crate) noiob: u16,
+    /// Preferred deallocate granularity and alignment (0's based), valid when OPTPERF says.
+    pub(crate) npdg: u16,
+    pub(crate) npda: u16,
 }
 
 impl IdentifyNamespace {
@@ -298,6 +301,8 @@ impl IdentifyNamespace {
             npwg: le16(b, 64),
             npwa: le16(b, 66),
             noiob: le16(b, 46),
+            npdg: le16(b, 68),
+            npda: le16(b, 70),
         })
     }
 
@@ -311,9 +316,76 @@ impl IdentifyNamespace {
         self.nsze.saturating_mul(u64::from(self.block_size()))
     }
 
+    /// Preferred deallocation granularity in blocks, as the C driver derives it: the larger
+    /// of NPDG and NPDA when NSFEAT's OPTPERF bits say they are valid, else 1.
+    pub(crate) fn discard_granularity_blocks(&self) -> u32 {
+        let optperf = (self.nsfeat >> 4) & 0x3;
+        let npdg = if optperf & 0x1 != 0 {
+            u32::from(self.npdg) + 1
+        } else {
+            1
+        };
+        let npda = if optperf != 0 {
+            u32::from(self.npda) + 1
+        } else {
+            1
+        };
+        npdg.max(npda)
+    }
+
     /// Reading a deallocated block returns zeroes (DLFEAT bits 2:0 = 001b).
     pub(crate) fn deallocate_reads_zeroes(&self) -> bool {
         self.dlfeat & 0x7 == 1
+    }
+}
+
+/// The NVM Command Set Identify Controller data (CNS 06h, CSI 00h): per-command size limits
+/// the controller may set for Write Zeroes and Dataset Management.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct IdentifyControllerNvm {
+    /// Write Zeroes Size Limit: 2^n CAP.MPSMIN pages (0: no limit beyond MDTS).
+    pub(crate) wzsl: u8,
+    /// Dataset Management Ranges Limit (0: none but the command's 256).
+    pub(crate) dmrl: u8,
+    /// Dataset Management Range Size Limit, in logical blocks (0: none).
+    pub(crate) dmrsl: u32,
+    /// Dataset Management Size Limit, in logical blocks, all ranges together (0: none).
+    pub(crate) dmsl: u64,
+}
+
+impl IdentifyControllerNvm {
+    pub(crate) fn parse(b: &[u8]) -> Result<Self, IdentifyError> {
+        if b.len() < IDENTIFY_SIZE {
+            return Err(IdentifyError::Truncated);
+        }
+        Ok(Self {
+            wzsl: b[1],
+            dmrl: b[3],
+            dmrsl: le32(b, 4),
+            dmsl: le64(b, 8),
+        })
+    }
+
+    /// Most logical blocks one Dataset Management range may cover, if limited.
+    pub(crate) fn max_range_blocks(&self) -> Option<u32> {
+        (self.dmrsl != 0).then_some(self.dmrsl)
+    }
+
+    /// Most ranges in one Dataset Management command, out of the command's 256.
+    pub(crate) fn max_ranges(&self) -> u16 {
+        match self.dmrl {
+            0 => 256,
+            n => u16::from(n),
+        }
+    }
+
+    /// Most bytes one Write Zeroes may cover, if WZSL limits it.
+    pub(crate) fn max_write_zeroes_bytes(&self, cap: Cap) -> Option<u64> {
+        if self.wzsl == 0 {
+            return None;
+        }
+        let shift = u32::from(self.wzsl) + cap.mpsmin_shift();
+        Some(if shift >= 63 { u64::MAX } else { 1u64 << shift })
     }
 }
 
