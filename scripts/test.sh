@@ -301,7 +301,7 @@ for flavour in $FLAVOURS; do
 	# and longer VM timeouts.
 	img=$RNVME_ROOT/out/test-images/$flavour
 	rm -rf "$img"
-	mkdir -p "$img"/{io,lba4k,mdts1,queues1,msix1,poll,aen,errors,timeout,stress,dead,format,busmaster}
+	mkdir -p "$img"/{io,lba4k,mdts1,queues1,msix1,poll,aen,errors,timeout,stress,dead,format,busmaster,swiotlb}
 	if [ "$flavour" = base ]; then
 		T=900 BASIC_CTRLS=3 BASIC_NS=2 IO_ENV='LBA=512 HOSTCHECK=1' IO_SIZE=256M FUZZ_N=3000
 		CYCLES=50
@@ -367,6 +367,9 @@ for flavour in $FLAVOURS; do
 		--backend image --image-dir "$img/aen" --size 64M --timeout $T -- 'sh /guest/aen.sh'
 	# Controller limits (DMRSL, DMRL, WZSL) against the C driver; a whole-disk discard.
 	run_vm "limits-$flavour" "$flavour" --ctrls 2 --size 8G --timeout $T -- 'sh /guest/limits.sh'
+	# Every DMA through bounce buffers (swiotlb=force): offsets kept, transfers bounded.
+	run_vm "swiotlb-$flavour" "$flavour" --ctrls 2 --append swiotlb=force --backend image \
+		--image-dir "$img/swiotlb" --size 128M --timeout $T -- 'sh /guest/swiotlb.sh'
 	# Format NVM under a live disk (two controllers sharing one namespace: rnvme and the C
 	# driver), a rescan after a format behind rnvme's back, an unservable format.
 	run_vm "format-$flavour" "$flavour" --ctrls 2 --shared-subsys --lba 4096 --backend image \

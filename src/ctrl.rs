@@ -17,6 +17,7 @@ use crate::{
     kernel_ext::{
         blk::TagSet,
         chardev::CharDev,
+        dma as kdma,
         irq::{IrqKind, IrqSet, IrqTypes},
         lease::Lease,
     },
@@ -165,8 +166,16 @@ impl<'b> Controller<'b> {
         let instance = Instance::alloc()?;
         pdev.enable_device_mem()?;
         pdev.set_master();
+        // 64-bit DMA, else 48 bits, as the C driver: some platforms offer no more.
         // SAFETY: Called once in probe, before any DMA allocation or mapping of this device.
-        unsafe { dma::Device::dma_set_mask_and_coherent(pdev, DmaMask::new::<64>())? };
+        unsafe {
+            dma::Device::dma_set_mask_and_coherent(pdev, DmaMask::new::<64>())
+                .or_else(|_| dma::Device::dma_set_mask_and_coherent(pdev, DmaMask::new::<48>()))?
+        };
+        // Bounce buffering must keep each buffer's offset in its page: PRP entries after
+        // the first address whole pages.
+        // SAFETY: As above.
+        unsafe { kdma::set_min_align_mask(pdev.as_ref(), (1 << PAGE_SHIFT) - 1)? };
         // PRPs have no segment size limit: let the DMA layer map segments as long as the
         // block layer builds them (the default is 64 KiB).
         // SAFETY: As above.
@@ -560,7 +569,7 @@ impl<'b> Shared<'b> {
 
     /// Most data one passthrough command may move.
     pub(crate) fn max_data(&self) -> u32 {
-        ns::max_transfer(&self.id, self.hw.cap)
+        ns::max_transfer(&self.id, self.hw.cap, self.hw.dma_opt)
     }
 
     /// log2 of namespace `nsid`'s block size, if it has a disk.

@@ -10,6 +10,7 @@
 use crate::{
     admin::{AdminQueue, CmdError},
     ioq::IoQueue,
+    kernel_ext::{dma as kdma, pci_clear_master},
     params,
     queue::ShadowDoorbells,
     regs::Regs,
@@ -57,6 +58,9 @@ pub(crate) struct Hw<'b> {
     pub(crate) regs: Arc<Regs<'b>>,
     pub(crate) admin: Arc<AdminQueue<'b>>,
     pub(crate) cap: Cap,
+    /// The largest mapping the DMA layer handles well (`dma_opt_mapping_size`): a bound
+    /// on every transfer, as in the C driver (bounce buffers, IOMMU caching).
+    pub(crate) dma_opt: u32,
     /// The controller number (`rnvme<N>`).
     pub(crate) instance: u32,
     state: Atomic<u32>,
@@ -85,6 +89,7 @@ impl<'b> Hw<'b> {
                 regs,
                 admin,
                 cap,
+                dma_opt: u32::try_from(kdma::opt_mapping_size(pdev.as_ref())).unwrap_or(u32::MAX),
                 instance,
                 state: Atomic::new(State::Live as u32),
                 abort_limit: Atomic::new(1),
@@ -135,9 +140,36 @@ impl<'b> Hw<'b> {
         wait_csts(self.dev(), &self.regs, mask, want, ms)
     }
 
-    /// Clears CC.EN and waits for CSTS.RDY to drop; see [`disable`].
+    /// Clears CC.EN and waits for CSTS.RDY to drop; see [`disable`]. A controller whose
+    /// registers are out of reach (memory decode off: they read as zeroes, which looks
+    /// like a stopped controller) did not stop. One that did not stop loses bus mastering,
+    /// so it cannot write into memory the caller then frees.
     pub(crate) fn disable(&self) -> Result {
-        disable(self.dev(), &self.regs, self.cap)
+        let stopped = disable(self.dev(), &self.regs, self.cap).and_then(|()| {
+            if self.memory_decode() {
+                Ok(())
+            } else {
+                dev_err!(self.dev(), "registers out of reach (memory decode off)\n");
+                Err(EIO)
+            }
+        });
+        if stopped.is_err() {
+            dev_warn!(
+                self.dev(),
+                "rnvme{}: controller did not stop: bus mastering disabled\n",
+                self.instance
+            );
+            pci_clear_master(self.pdev);
+        }
+        stopped
+    }
+
+    /// Whether the controller's registers are reachable (PCI command register's Memory
+    /// Space Enable).
+    fn memory_decode(&self) -> bool {
+        const PCI_COMMAND: usize = 0x04;
+        const PCI_COMMAND_MEMORY: u16 = 1 << 1;
+        self.pdev.config_space().read16(PCI_COMMAND) & PCI_COMMAND_MEMORY != 0
     }
 
     /// Programs the admin queue and enables the controller (NVMe Base Spec 3.5.1).

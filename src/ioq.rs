@@ -147,7 +147,10 @@ impl<'b> IoQueue<'b> {
         let (tag, generation) = io_cid::decode(cqe.cid);
         let rq = self.tags.as_ref().and_then(|t| t.in_flight(tag));
         match rq {
-            Some(rq) if io_cid::current(rq.data().generation(), generation) => {
+            Some(rq)
+                if io_cid::current(rq.data().generation(), generation)
+                    && rq.data().claim_completion() =>
+            {
                 let status = cqe.status();
                 rq.data().set_completion(status, cqe.result);
                 if status.is_success() {

@@ -23,12 +23,15 @@ use kernel::{
 const MAX_TRANSFER: u64 = 2 << 20;
 
 /// Most bytes one command moves on a controller identified by `ctrl` with capabilities
-/// `cap`: MDTS, and at most what one PRP list page describes. Block requests and
-/// passthrough commands alike.
-pub(crate) fn max_transfer(ctrl: &IdentifyController, cap: Cap) -> u32 {
+/// `cap` whose DMA mappings are best at most `dma_opt` bytes: MDTS, at most what one PRP
+/// list page describes, and (as the C driver) at most `dma_opt` in whole pages. Block
+/// requests and passthrough commands alike.
+pub(crate) fn max_transfer(ctrl: &IdentifyController, cap: Cap, dma_opt: u32) -> u32 {
+    let dma = u64::from(dma_opt) & !(PAGE_SIZE as u64 - 1);
     ctrl.max_transfer_bytes(cap)
         .unwrap_or(MAX_TRANSFER)
-        .min(MAX_TRANSFER) as u32
+        .min(MAX_TRANSFER)
+        .min(dma.max(PAGE_SIZE as u64)) as u32
 }
 
 /// Whether a namespace identified as `id` has a format we can serve; says why not.
@@ -169,11 +172,12 @@ impl<'b> Namespace<'b> {
         ctrl: &IdentifyController,
         nvm: Option<&IdentifyControllerNvm>,
         cap: Cap,
+        dma_opt: u32,
         page_shift: u32,
     ) -> Limits {
         let bs = self.block_size();
         let to_sectors = self.lba_shift() - 9;
-        let max_sectors = max_transfer(ctrl, cap) >> 9;
+        let max_sectors = max_transfer(ctrl, cap, dma_opt) >> 9;
         // Write Zeroes counts blocks in 16 bits, and WZSL may limit it further.
         let wzsl = nvm
             .and_then(|n| n.max_write_zeroes_bytes(cap))
@@ -225,6 +229,17 @@ impl<'b> Namespace<'b> {
             sector,
             tries,
             status
+        );
+    }
+
+    pub(crate) fn log_dma_map_failure(&self, sector: u64, bytes: u32, tries: u32) {
+        dev_err!(
+            self.pdev.as_ref(),
+            "nsid {}: request at sector {} ({} bytes) could not be mapped for DMA in {} tries: failing it\n",
+            self.nsid,
+            sector,
+            bytes,
+            tries
         );
     }
 

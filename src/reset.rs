@@ -103,8 +103,11 @@ pub(crate) fn timeout(
 /// Takes every command in flight back from the controller with `status`.
 fn cancel_in_flight(set: &TagSetRef<'_, NvmeBlk>, status: Status) {
     set.for_each_in_flight(&mut |rq| {
-        rq.data().set_completion(status, 0);
-        rq.complete();
+        // Unless an interrupt handler (or a poller) got its completion entry first.
+        if rq.data().claim_completion() {
+            rq.data().set_completion(status, 0);
+            rq.complete();
+        }
     });
     set.wait_completed();
 }

@@ -103,7 +103,8 @@ impl<'b> Shared<'b> {
                     continue;
                 }
             };
-            let limits = ns.limits(id, self.nvm.as_ref(), self.hw.cap, PAGE_SHIFT as u32);
+            let (cap, dma) = (self.hw.cap, self.hw.dma_opt);
+            let limits = ns.limits(id, self.nvm.as_ref(), cap, dma, PAGE_SHIFT as u32);
             let (sectors, bs) = (ns.sectors(), ns.block_size());
             let zeroes = ns.deallocate_reads_zeroes();
             let private = DiskLink {
@@ -174,10 +175,13 @@ impl<'b> Shared<'b> {
             return false;
         }
         let (old_bs, old_mib) = (ns.block_size(), ns.sectors() >> 11);
-        let (id, nvm, cap) = (&self.id, self.nvm.as_ref(), self.hw.cap);
+        let (id, nvm, cap, dma) = (&self.id, self.nvm.as_ref(), self.hw.cap, self.hw.dma_opt);
         let updated = d.update(|ns| {
             ns.set_format(&nid);
-            (ns.limits(id, nvm, cap, PAGE_SHIFT as u32), ns.sectors())
+            (
+                ns.limits(id, nvm, cap, dma, PAGE_SHIFT as u32),
+                ns.sectors(),
+            )
         });
         match updated {
             Ok(()) => {

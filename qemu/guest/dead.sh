@@ -42,7 +42,7 @@ trace_expect admin_timeout_resets_controller admin_timeout_begin admin_timeout_e
 
 echo 2000 >/sys/block/rnvme0n1/queue/io_timeout
 
-fio --name=dead --filename=/dev/rnvme0n1 --rw=randrw --bs=4k --iodepth=16 \
+fio --name=dead --filename=/dev/rnvme0n1 --rw=randrw --bs=4k --iodepth=32 \
 	--ioengine=io_uring --direct=1 --time_based --runtime=300 --size=32M \
 	--output=/tmp/fio.out &
 fio_pid=$!
@@ -61,6 +61,10 @@ grep -qE "err=[ ]*5|Input/output error" /tmp/fio.out && pass fio_error_is_eio ||
 [ $elapsed -lt 30 ] && pass outstanding_io_ends_within_30s || fail outstanding_io_ends_within_30s "${elapsed}s"
 dmesg | grep -qE 'rnvme0: (reset failed|.*failing all I/O)' && pass controller_declared_dead ||
 	fail controller_declared_dead "$(dmesg | grep rnvme0 | tail -3)"
+# Its registers read as zeroes (memory decode off), which must not count as stopped: the
+# controller may still be writing completions and data, so bus mastering was turned off
+# before the queues' memory and the requests were given back (it used to stay on).
+expect_eq dead_controller_bus_master_off 0 $((($(pci_command $pci) >> 2) & 1))
 
 # The disks are marked dead: capacity 0 (the block layer's view), and the mounted file
 # system was told its device is gone: it refuses new files with EIO at once (it used to

@@ -8,6 +8,7 @@
 
 pub(crate) mod blk;
 pub(crate) mod chardev;
+pub(crate) mod dma;
 pub(crate) mod irq;
 pub(crate) mod lease;
 pub(crate) mod sync;
@@ -43,4 +44,13 @@ pub(crate) fn pci_set_master(pdev: &pci::Device<device::Bound>) {
     // SAFETY: `pdev` is a live, bound PCI device; `pci_set_master` only updates its command
     // register (under the PCI core's own locking of config space).
     unsafe { bindings::pci_set_master(pci_dev_raw(pdev)) };
+}
+
+/// Disables bus mastering (`pci_clear_master`): a controller that could not be stopped can
+/// then no longer write into memory the driver frees. Upstream candidate:
+/// `pci::Device<Bound>::clear_master`.
+pub(crate) fn pci_clear_master(pdev: &pci::Device<device::Bound>) {
+    // SAFETY: `pdev` is a live, bound PCI device; `pci_clear_master` only updates its
+    // command register.
+    unsafe { bindings::pci_clear_master(pci_dev_raw(pdev)) };
 }
