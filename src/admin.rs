@@ -243,11 +243,15 @@ impl<'b> AdminQueue<'b> {
 
     fn run(&self, mut cmd: Command, timeout_ms: u32, user: bool) -> Result<Completion, CmdError> {
         let _serial = self.exec.lock();
-        if self.stopped.load(Relaxed) {
-            return Err(CmdError::Reset);
-        }
+        // Before the command id is published: `cancel` or `close` may signal as soon as it is.
+        self.done.reinit();
         {
             let mut p = self.pending.lock();
+            // Under `pending`, which `cancel` takes after setting `stopped`: either this
+            // sees it, or `cancel` sees the command id and takes the command back.
+            if self.stopped.load(Relaxed) {
+                return Err(CmdError::Reset);
+            }
             if user && p.closed {
                 return Err(CmdError::Kernel(ENODEV));
             }
@@ -260,7 +264,6 @@ impl<'b> AdminQueue<'b> {
             p.cancelled = false;
             cmd.set_cid(cid);
         }
-        self.done.reinit();
         if let Err(e) = self.queue.submit(&cmd, true) {
             self.pending.lock().cid = None;
             return Err(e.into());
@@ -450,7 +453,8 @@ impl<'b> AdminQueue<'b> {
             }
             left -= slice;
             self.process();
-            if self.pending.lock().result.is_some() {
+            // Completed, or taken back by `cancel` or `close`.
+            if self.pending.lock().cid.is_none() {
                 return;
             }
         }
@@ -460,7 +464,7 @@ impl<'b> AdminQueue<'b> {
     fn poll_wait(&self, timeout_ms: u32) {
         for _ in 0..timeout_ms.max(1) {
             self.process();
-            if self.pending.lock().result.is_some() {
+            if self.pending.lock().cid.is_none() {
                 return;
             }
             self.done.wait_timeout(1);

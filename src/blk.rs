@@ -31,11 +31,6 @@ use core::sync::atomic::{AtomicBool, AtomicU32, Ordering::Relaxed};
 /// Retries of a command the device failed without Do Not Retry.
 const MAX_RETRIES: u32 = 5;
 
-/// Times a request's data may fail to map for DMA (bounce buffers or IOMMU space
-/// exhausted) before it fails: blk-mq retries it after a few milliseconds, or as other
-/// requests complete, so this is seconds of a mapping that does not come.
-const MAX_MAP_FAILURES: u32 = 1000;
-
 /// The hardware queues of a controller, indexed by blk-mq hardware queue number.
 pub(crate) type IoQueues<'b> = KVec<Arc<IoQueue<'b>>>;
 
@@ -53,8 +48,6 @@ pub(crate) struct RqState {
     status: AtomicU32,
     result: AtomicU32,
     retries: AtomicU32,
-    /// Failed DMA mappings of this request's data (see [`MAX_MAP_FAILURES`]).
-    map_failures: AtomicU32,
     /// An Abort was sent for this command after its first timeout.
     aborted: AtomicBool,
     /// Its completion was claimed: by the device's completion entry, or by error recovery
@@ -153,7 +146,6 @@ impl BlkOps for NvmeBlk {
             status: AtomicU32::new(0),
             result: AtomicU32::new(0),
             retries: AtomicU32::new(0),
-            map_failures: AtomicU32::new(0),
             aborted: AtomicBool::new(false),
             claimed: AtomicBool::new(false),
             passthru: [const { AtomicU32::new(0) }; 16],
@@ -167,7 +159,6 @@ impl BlkOps for NvmeBlk {
         }
         if rq.first_issue() {
             rq.data().retries.store(0, Relaxed);
-            rq.data().map_failures.store(0, Relaxed);
         }
         let cmd = match build_command(q, ns, rq) {
             Ok(c) => c,
@@ -316,17 +307,9 @@ fn map_data(
     prps_only: bool,
 ) -> Result<Command, BlkStatus> {
     let dev = ns.dma_dev();
-    // Mapping can fail for want of bounce buffers or IOMMU space: blk-mq tries again
-    // later, a bounded number of times (it would forever).
-    let segments = rq.map_data(dev).map_err(|_| {
-        let n = rq.data().map_failures.fetch_add(1, Relaxed) + 1;
-        if n < MAX_MAP_FAILURES {
-            BlkStatus::Resource
-        } else {
-            ns.log_dma_map_failure(rq.sector(), rq.bytes(), n);
-            BlkStatus::IoErr
-        }
-    })?;
+    // Mapping can fail for want of IOMMU space or bounce buffers: ask blk-mq to try
+    // again later. (Transfers fit one mapping: see `ns::max_transfer`.)
+    let segments = rq.map_data(dev).map_err(|_| BlkStatus::Resource)?;
     let tag = rq.tag();
     let Ok(list) = q.list_dma(tag) else {
         rq.unmap_data(dev);

@@ -232,17 +232,6 @@ impl<'b> Namespace<'b> {
         );
     }
 
-    pub(crate) fn log_dma_map_failure(&self, sector: u64, bytes: u32, tries: u32) {
-        dev_err!(
-            self.pdev.as_ref(),
-            "nsid {}: request at sector {} ({} bytes) could not be mapped for DMA in {} tries: failing it\n",
-            self.nsid,
-            sector,
-            bytes,
-            tries
-        );
-    }
-
     pub(crate) fn log_mapping_error(&self, sector: u64, bytes: u32) {
         dev_err!(
             self.pdev.as_ref(),
