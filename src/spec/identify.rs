@@ -183,11 +183,7 @@ impl IdentifyController {
     /// whatever page size the host enabled it with (CC.MPS), hence `cap` and not a page
     /// shift. Saturates instead of overflowing for absurd MDTS values.
     pub(crate) fn max_transfer_bytes(&self, cap: Cap) -> Option<u64> {
-        if self.mdts == 0 {
-            return None;
-        }
-        let shift = u32::from(self.mdts) + cap.mpsmin_shift();
-        Some(if shift >= 63 { u64::MAX } else { 1u64 << shift })
+        cap.mpsmin_pages_bytes(self.mdts)
     }
 
     /// A volatile write cache is present.
@@ -381,11 +377,7 @@ impl IdentifyControllerNvm {
 
     /// Most bytes one Write Zeroes may cover, if WZSL limits it.
     pub(crate) fn max_write_zeroes_bytes(&self, cap: Cap) -> Option<u64> {
-        if self.wzsl == 0 {
-            return None;
-        }
-        let shift = u32::from(self.wzsl) + cap.mpsmin_shift();
-        Some(if shift >= 63 { u64::MAX } else { 1u64 << shift })
+        cap.mpsmin_pages_bytes(self.wzsl)
     }
 }
 

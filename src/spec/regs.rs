@@ -58,6 +58,15 @@ impl Cap {
     pub(crate) fn mpsmin_shift(self) -> u32 {
         12 + ((self.0 >> 48) & 0xf) as u32
     }
+    /// Bytes in 2^`log2_pages` minimum-size memory pages, the unit of MDTS and WZSL; `None`
+    /// for 0 (no limit). Saturates instead of overflowing for absurd values.
+    pub(crate) fn mpsmin_pages_bytes(self, log2_pages: u8) -> Option<u64> {
+        if log2_pages == 0 {
+            return None;
+        }
+        let shift = u32::from(log2_pages) + self.mpsmin_shift();
+        Some(if shift >= 63 { u64::MAX } else { 1u64 << shift })
+    }
     /// Memory page size maximum, as a shift.
     pub(crate) fn mpsmax_shift(self) -> u32 {
         12 + ((self.0 >> 52) & 0xf) as u32
