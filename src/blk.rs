@@ -24,9 +24,14 @@ use crate::{
         prp, sgl,
     },
 };
-use kernel::{page::PAGE_SIZE, prelude::*, sync::Arc};
+use kernel::{
+    page::PAGE_SIZE,
+    prelude::*,
+    sync::Arc,
+    time::{ClockSource, Monotonic},
+};
 // Per-request state: plain loads and stores (see kernel_ext::blk on why not LKMM atomics).
-use core::sync::atomic::{AtomicBool, AtomicU32, Ordering::Relaxed};
+use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::Relaxed};
 
 /// Retries of a command the device failed without Do Not Retry.
 const MAX_RETRIES: u32 = 5;
@@ -50,6 +55,8 @@ pub(crate) struct RqState {
     retries: AtomicU32,
     /// An Abort was sent for this command after its first timeout.
     aborted: AtomicBool,
+    /// When its data first failed to map (monotonic nanoseconds; 0: it did not).
+    map_failed_at: AtomicU64,
     /// Its completion was claimed: by the device's completion entry, or by error recovery
     /// taking it back. Whoever claims it first completes the request, once.
     claimed: AtomicBool,
@@ -147,6 +154,7 @@ impl BlkOps for NvmeBlk {
             result: AtomicU32::new(0),
             retries: AtomicU32::new(0),
             aborted: AtomicBool::new(false),
+            map_failed_at: AtomicU64::new(0),
             claimed: AtomicBool::new(false),
             passthru: [const { AtomicU32::new(0) }; 16],
         }
@@ -159,6 +167,7 @@ impl BlkOps for NvmeBlk {
         }
         if rq.first_issue() {
             rq.data().retries.store(0, Relaxed);
+            rq.data().map_failed_at.store(0, Relaxed);
         }
         let cmd = match build_command(q, ns, rq) {
             Ok(c) => c,
@@ -199,7 +208,7 @@ impl BlkOps for NvmeBlk {
             return;
         };
         let tries = st.retries.fetch_add(1, Relaxed) + 1;
-        if status.retryable() && tries <= MAX_RETRIES {
+        if status.retryable() && !rq.failfast() && tries <= MAX_RETRIES {
             rq.requeue();
             return;
         }
@@ -307,9 +316,18 @@ fn map_data(
     prps_only: bool,
 ) -> Result<Command, BlkStatus> {
     let dev = ns.dma_dev();
-    // Mapping can fail for want of IOMMU space or bounce buffers: ask blk-mq to try
-    // again later. (Transfers fit one mapping: see `ns::max_transfer`.)
-    let segments = rq.map_data(dev).map_err(|_| BlkStatus::Resource)?;
+    let mapped = if q.faults.fail_dma_map() {
+        Err(ENOMEM)
+    } else {
+        rq.map_data(dev)
+    };
+    let Ok(segments) = mapped else {
+        return Err(map_failed(ns, rq));
+    };
+    let st = rq.data();
+    if st.map_failed_at.load(Relaxed) != 0 {
+        st.map_failed_at.store(0, Relaxed);
+    }
     let tag = rq.tag();
     let Ok(list) = q.list_dma(tag) else {
         rq.unmap_data(dev);
@@ -344,4 +362,26 @@ fn map_data(
             Err(BlkStatus::IoErr)
         }
     }
+}
+
+/// The request's data could not be mapped: for want of IOMMU space or bounce buffers, which
+/// other I/O gives back as it completes, so blk-mq tries again later. One that still cannot
+/// be mapped after the I/O timeout fails instead of being retried forever. (Transfers fit
+/// one mapping: see `ns::max_transfer`.)
+fn map_failed(ns: &Namespace<'_>, rq: &Request<NvmeBlk>) -> BlkStatus {
+    let st = rq.data();
+    // Never 0, which means "has not failed".
+    let now = (Monotonic::ktime_get() as u64).max(1);
+    let first = st.map_failed_at.load(Relaxed);
+    if first == 0 {
+        st.map_failed_at.store(now, Relaxed);
+        return BlkStatus::Resource;
+    }
+    let waited_ms = now.saturating_sub(first) / 1_000_000;
+    if waited_ms < u64::from(params::io_timeout_ms()) {
+        return BlkStatus::Resource;
+    }
+    st.map_failed_at.store(0, Relaxed);
+    ns.log_unmappable(rq.sector(), rq.bytes(), waited_ms);
+    BlkStatus::IoErr
 }

@@ -11,6 +11,7 @@ use crate::{
     admin::{AdminQueue, ADMIN_DEPTH},
     aen::AsyncEvents,
     blk::{IoQueues, IoSet, NvmeBlk},
+    fault::Faults,
     hw::{self, Hw},
     ioctl::{CtrlChar, CtrlLink},
     ioq::{self, IoQueue},
@@ -143,6 +144,8 @@ pub(crate) struct Controller<'b> {
     events: Option<Arc<AsyncEvents>>,
     /// Counters of every queue, in debugfs.
     debugfs: Option<DebugDir>,
+    /// Faults tests inject, through debugfs.
+    faults: Arc<Faults>,
     queue_stats: KVec<(u16, Arc<QueueStats>)>,
     irqs: Option<IrqSet<'b, QueueIrq<'b>>>,
     /// Until `shared` is built.
@@ -208,6 +211,7 @@ impl<'b> Controller<'b> {
             link: Arc::pin_init(Lease::new(), GFP_KERNEL)?,
             events: None,
             debugfs: None,
+            faults: Faults::new()?,
             queue_stats: KVec::new(),
             irqs,
             tagset: None,
@@ -284,6 +288,7 @@ impl<'b> Controller<'b> {
         for (qid, st) in self.queue_stats.iter() {
             dbg.add_queue(*qid, st.clone())?;
         }
+        dbg.add_faults(self.faults.clone())?;
         self.debugfs = Some(dbg);
         let events = AsyncEvents::new(self.link.clone())?;
         self.hw.admin.set_event_handler(events.clone());
@@ -459,7 +464,15 @@ impl<'b> Controller<'b> {
     ) -> Result<Arc<IoQueue<'b>>> {
         let regs = self.hw.regs.clone();
         let v16 = vector.map(|v| v as u16);
-        let q = IoQueue::new(self.pdev, regs, qid, depth, v16, shadow)?;
+        let q = IoQueue::new(
+            self.pdev,
+            regs,
+            qid,
+            depth,
+            v16,
+            shadow,
+            self.faults.clone(),
+        )?;
         self.queue_stats.reserve(1, GFP_KERNEL)?;
         self.hw.create_io_queue(&q)?;
         self.queue_stats

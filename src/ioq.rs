@@ -5,6 +5,7 @@
 
 use crate::{
     blk::NvmeBlk,
+    fault::Faults,
     kernel_ext::blk::{CompletionBatch, Tags},
     queue::{Queue, ShadowDoorbells},
     regs::Regs,
@@ -55,6 +56,8 @@ pub(crate) struct IoQueue<'b> {
     polled: bool,
     /// The controller is dead: fail requests instead of submitting them.
     dead: AtomicBool,
+    /// Faults tests inject (the controller's, shared by its queues).
+    pub(crate) faults: Arc<Faults>,
 }
 
 impl<'b> IoQueue<'b> {
@@ -65,6 +68,7 @@ impl<'b> IoQueue<'b> {
         depth: u16,
         vector: Option<u16>,
         shadow: Option<Arc<ShadowDoorbells>>,
+        faults: Arc<Faults>,
     ) -> Result<Arc<Self>> {
         let queue = Queue::new(pdev.as_ref(), regs, qid, depth, shadow)?;
         let mut lists =
@@ -88,6 +92,7 @@ impl<'b> IoQueue<'b> {
                 vector: vector.unwrap_or(0),
                 polled: vector.is_none(),
                 dead: AtomicBool::new(false),
+                faults,
             },
             GFP_KERNEL,
         )?)

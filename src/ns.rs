@@ -232,6 +232,17 @@ impl<'b> Namespace<'b> {
         );
     }
 
+    pub(crate) fn log_unmappable(&self, sector: u64, bytes: u32, waited_ms: u64) {
+        dev_err!(
+            self.pdev.as_ref(),
+            "nsid {}: request at sector {} ({} bytes) could not be DMA-mapped for {} ms: failed\n",
+            self.nsid,
+            sector,
+            bytes,
+            waited_ms
+        );
+    }
+
     pub(crate) fn log_mapping_error(&self, sector: u64, bytes: u32) {
         dev_err!(
             self.pdev.as_ref(),

@@ -7,11 +7,12 @@
 //! on the I/O path. The others are rare or per interrupt and use `fetch_add`. Readers may
 //! see a count a moment old, which is all a statistic needs.
 
+use crate::fault::Faults;
 use core::{
     fmt,
     sync::atomic::{AtomicU64, Ordering::Relaxed},
 };
-use kernel::{debugfs, prelude::*, str::CString, sync::Arc};
+use kernel::{debugfs, prelude::*, str::CString, sync::Arc, uaccess::UserSliceReader};
 
 /// The counters of one queue pair.
 pub(crate) struct QueueStats {
@@ -112,6 +113,7 @@ impl fmt::Debug for QueueStats {
 /// A controller's debugfs directory and one file per queue; removed when dropped.
 pub(crate) struct DebugDir {
     files: KVec<Pin<KBox<debugfs::File<Arc<QueueStats>>>>>,
+    faults: Option<Pin<KBox<debugfs::File<Arc<Faults>>>>>,
     dir: debugfs::Dir,
 }
 
@@ -120,6 +122,7 @@ impl DebugDir {
         let name = CString::try_from_fmt(fmt!("rnvme{instance}"))?;
         Ok(Self {
             files: KVec::new(),
+            faults: None,
             dir: debugfs::Dir::new(&name),
         })
     }
@@ -129,6 +132,18 @@ impl DebugDir {
         let name = CString::try_from_fmt(fmt!("q{qid}"))?;
         let file = KBox::pin_init(self.dir.read_only_file(&name, stats), GFP_KERNEL)?;
         self.files.push(file, GFP_KERNEL)?;
+        Ok(())
+    }
+
+    /// Adds `fail_dma_map`, through which tests inject faults (see `fault.rs`).
+    pub(crate) fn add_faults(&mut self, faults: Arc<Faults>) -> Result {
+        let file = self.dir.read_write_callback_file(
+            c"fail_dma_map",
+            faults,
+            &|f: &Arc<Faults>, out: &mut fmt::Formatter<'_>| f.show(out),
+            &|f: &Arc<Faults>, r: &mut UserSliceReader| f.store(r),
+        );
+        self.faults = Some(KBox::pin_init(file, GFP_KERNEL)?);
         Ok(())
     }
 }

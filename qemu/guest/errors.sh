@@ -4,7 +4,9 @@
 # retries; I/O next to it succeeds. Controller 0 is rnvme's, controller 1 the C driver's.
 . /guest/lib.sh
 
-check insmod insmod /lib/rnvme.ko
+# A short I/O timeout: it bounds how long a request that cannot be DMA-mapped is retried.
+IO_TIMEOUT=8
+check insmod insmod /lib/rnvme.ko io_timeout=$IO_TIMEOUT
 cdev=$(bound_to rnvme | tail -1)
 echo "$cdev" >/sys/bus/pci/drivers/rnvme/unbind
 echo nvme >"/sys/bus/pci/devices/$cdev/driver_override"
@@ -13,7 +15,7 @@ require_disk c_driver_ready /dev/nvme0n1
 require_disk rnvme_ready /dev/rnvme0n1
 
 # errno text of a failed dd, or "ok"
-ddres() { out=$(dd "$@" 2>&1) && echo ok || echo "$out" | grep -oE "[A-Z][a-z ]+$" | tail -1; }
+ddres() { out=$(dd "$@" 2>&1) && echo ok || echo "$out" | grep -oE "[A-Z][a-z /]+$" | tail -1; }
 
 for d in rnvme0n1 nvme0n1; do
 	dev=/dev/$d
@@ -28,6 +30,14 @@ for d in rnvme0n1 nvme0n1; do
 	w_bad=$(ddres if=/dev/zero of=$dev bs=4k seek=1024 count=1 oflag=direct)
 	trace_mark "${d}_write_end" $dev
 	w_after=$(ddres if=/dev/zero of=$dev bs=4k seek=1026 count=1 oflag=direct)
+	# Buffered: the page cache reads ahead (REQ_RAHEAD, so REQ_FAILFAST_*: not retried),
+	# then reads the one page again, retried. Same count as the C driver's.
+	echo 3 >/proc/sys/vm/drop_caches
+	trace_mark "${d}_buffered_begin" $dev
+	b_bad=$(ddres if=$dev of=/dev/null bs=4k skip=512 count=1)
+	trace_mark "${d}_buffered_end" $dev
+	trace_expect "${d}_readahead_not_retried" "${d}_buffered_begin" "${d}_buffered_end" eq 7 \
+		"pci_nvme_read cid [0-9]+ nsid 1 nlb [0-9]+ count [0-9]+ lba 0x1000$"
 	# The media error is not marked Do Not Retry: 1 + 5 attempts, as the C driver's
 	# nvme_max_retries.
 	trace_expect "${d}_read_attempted_six_times" "${d}_read_begin" "${d}_read_end" eq 6 \
@@ -43,10 +53,7 @@ for d in rnvme0n1 nvme0n1; do
 			fail reads_next_to_error_succeed "before: $r_before, after: $r_after"
 		[ "$w_after" = ok ] && pass writes_next_to_error_succeed ||
 			fail writes_next_to_error_succeed "$w_after"
-		# Buffered: the page cache turns it into EIO.
-		echo 3 >/proc/sys/vm/drop_caches
-		b=$(ddres if=$dev of=/dev/null bs=4k skip=512 count=1)
-		[ "$b" != ok ] && pass buffered_read_error || fail buffered_read_error "succeeded"
+		[ "$b_bad" != ok ] && pass buffered_read_error || fail buffered_read_error "succeeded"
 	fi
 done
 expect_eq read_error_same_as_c_driver "$nvme0n1_r_bad" "$rnvme0n1_r_bad"
@@ -62,5 +69,36 @@ if dmesg | grep -qE 'rnvme.*Write at sector 8192 failed after 6 attempt\(s\): wr
 else
 	fail write_failure_logged "$(dmesg | grep 'failed after' | tail -2)"
 fi
+
+# DMA mapping failures, injected through debugfs: transient ones are retried and the data
+# arrive intact; a request that cannot be mapped for the I/O timeout fails with EIO instead
+# of being retried forever; the disk works afterwards.
+fdm=/sys/kernel/debug/rnvme0/fail_dma_map
+dev=/dev/rnvme0n1
+dd if=/dev/urandom of=/tmp/pat bs=64k count=1 2>/dev/null
+check map_pattern_written dd if=/tmp/pat of=$dev bs=64k seek=160 count=1 oflag=direct
+echo 3 >$fdm
+r=$(ddres if=$dev of=/tmp/back bs=64k skip=160 count=1 iflag=direct)
+expect_eq transient_map_failure_retried ok "$r"
+cmp -s /tmp/pat /tmp/back && pass transient_map_failure_data_intact ||
+	fail transient_map_failure_data_intact "read back differs"
+expect_eq injected_map_failures_consumed 0 "$(cat $fdm)"
+echo 4294967295 >$fdm
+ddres if=$dev of=/dev/null bs=64k skip=160 count=1 iflag=direct >/tmp/unmap.res &
+pid=$! waited=0
+while kill -0 $pid 2>/dev/null && [ $waited -lt 40 ]; do
+	sleep 1
+	waited=$((waited + 1))
+done
+echo 0 >$fdm
+wait $pid
+expect_eq unmappable_request_fails "Input/output error" "$(cat /tmp/unmap.res)"
+[ $waited -ge $((IO_TIMEOUT - 1)) ] && [ $waited -le $((IO_TIMEOUT + 10)) ] &&
+	pass unmappable_request_fails_after_io_timeout ||
+	fail unmappable_request_fails_after_io_timeout "after ${waited} s, io_timeout $IO_TIMEOUT s"
+rm -f /tmp/back
+r=$(ddres if=$dev of=/tmp/back bs=64k skip=160 count=1 iflag=direct)
+cmp -s /tmp/pat /tmp/back && [ "$r" = ok ] && pass io_after_map_failures_intact ||
+	fail io_after_map_failures_intact "read: $r"
 check rmmod_all sh -c 'rmmod nvme && rmmod nvme-core && rmmod rnvme'
 finish

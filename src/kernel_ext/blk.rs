@@ -214,6 +214,15 @@ impl<T: BlkOps> Request<T> {
         }
     }
 
+    /// The submitter asked for no retries (`REQ_FAILFAST_*`: readahead, multipath), so a
+    /// failure ends the request at once, as `blk_noretry_request`.
+    pub(crate) fn failfast(&self) -> bool {
+        const FAILFAST: u32 = (1 << bindings::req_flag_bits___REQ_FAILFAST_DEV)
+            | (1 << bindings::req_flag_bits___REQ_FAILFAST_TRANSPORT)
+            | (1 << bindings::req_flag_bits___REQ_FAILFAST_DRIVER);
+        self.cmd_flags() & FAILFAST != 0
+    }
+
     /// Force Unit Access: the write must be on stable media when it completes.
     pub(crate) fn fua(&self) -> bool {
         self.cmd_flags() & (1 << bindings::req_flag_bits___REQ_FUA) != 0
