@@ -328,8 +328,8 @@ for flavour in $FLAVOURS; do
 		--size 64M --blkdebug "$RNVME_ROOT/qemu/guest/errors.rules" --timeout $T \
 		-- 'sh /guest/errors.sh'
 	# I/O slower than its timeout: abort, controller reset, bounded retries.
-	run_vm "timeout-$flavour" "$flavour" --ctrls 1 --ns 2 --backend image --timeout $T \
-		--image-dir "$img/timeout" --size 64M --slow-ns 2 --slow-ms 5000 \
+	run_vm "timeout-$flavour" "$flavour" --ctrls 1 --ns 3 --backend image --timeout $T \
+		--image-dir "$img/timeout" --size 64M --slow-ns 2 --slow-ns 3 --slow-ms 5000 \
 		-- 'sh /guest/timeout.sh'
 	# A controller that stops answering under fio: I/O fails within seconds, unbind
 	# is clean, a rebind after it answers again probes it.

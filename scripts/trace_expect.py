@@ -13,7 +13,8 @@ RESULTS is a VM's results channel (qemu/run --results). The guest's test library
     RNVME-TRACE-EXPECT NAME FROM TO OP N REGEX
         the trace lines matching REGEX (Python syntax, searched in each line) between
         marks FROM and TO ("start", "end": the whole trace) must number N (OP eq, ge, le),
-        or (OP sumeq) their first group, summed, must be N
+        or (OP sumeq) their first group, summed, must be N. N may be max:NAME,NAME...:
+        the largest count of those earlier expectations.
 
 Prints one line per expectation, `PASS NAME` or `FAIL NAME: why`, and exits 1 if any
 failed. This is how tests prove what the device did (commands, ranges, resets, retries,
@@ -71,6 +72,7 @@ def main():
         else:
             where[name] = None
 
+    counts = {}
     for name, frm, to, op, n, regex in expects:
         a, b = where.get(frm), where.get(to)
         if a is None or b is None:
@@ -78,8 +80,11 @@ def main():
             continue
         try:
             pat = re.compile(regex)
-            want = int(n)
-        except (re.error, ValueError) as e:
+            if n.startswith("max:"):
+                want = max(counts[ref] for ref in n[4:].split(","))
+            else:
+                want = int(n)
+        except (re.error, ValueError, KeyError) as e:
             result(name, False, f"bad expectation: {e}")
             continue
         hits = [m for m in (pat.search(line) for line in trace[a:b]) if m]
@@ -88,6 +93,7 @@ def main():
             ok = got == want
         else:
             got = len(hits)
+            counts[name] = got
             ok = {"eq": got == want, "ge": got >= want, "le": got <= want}.get(op)
             if ok is None:
                 result(name, False, f"bad operator {op}")

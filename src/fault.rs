@@ -1,8 +1,12 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! Faults a test can inject into a running controller, through debugfs
-//! (`/sys/kernel/debug/rnvme<N>/fail_dma_map`): error paths that a healthy emulated
-//! controller never takes. Reading the file gives what is still to be injected.
+//! (`/sys/kernel/debug/rnvme<N>/`): error paths and races that a healthy emulated
+//! controller never shows. Reading a file gives its current value.
+//!
+//! - `fail_dma_map`: the next N data mappings fail (4294967295: all of them).
+//! - `reset_delay_ms`: an I/O timeout that resets the controller first sleeps this long,
+//!   which widens the window in which two namespaces' timeouts race to reset it.
 
 use core::fmt;
 use kernel::{
@@ -11,6 +15,7 @@ use kernel::{
         atomic::{Atomic, Relaxed},
         Arc,
     },
+    time::{delay::fsleep, Delta},
     uaccess::UserSliceReader,
 };
 
@@ -20,6 +25,15 @@ pub(crate) const ALWAYS: u32 = u32::MAX;
 pub(crate) struct Faults {
     /// Data mappings still to fail ([`ALWAYS`]: all of them).
     dma_map: Atomic<u32>,
+    /// Milliseconds a timeout waits before its reset.
+    reset_delay_ms: Atomic<u32>,
+}
+
+/// The faults' debugfs files.
+#[derive(Clone, Copy)]
+pub(crate) enum Knob {
+    FailDmaMap,
+    ResetDelayMs,
 }
 
 impl Faults {
@@ -27,6 +41,7 @@ impl Faults {
         Ok(Arc::new(
             Self {
                 dma_map: Atomic::new(0),
+                reset_delay_ms: Atomic::new(0),
             },
             GFP_KERNEL,
         )?)
@@ -48,13 +63,28 @@ impl Faults {
         }
     }
 
-    /// The debugfs file's contents.
-    pub(crate) fn show(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        writeln!(f, "{}", self.dma_map.load(Relaxed))
+    /// Sleeps for `reset_delay_ms`, if set, before a timeout resets the controller.
+    pub(crate) fn delay_reset(&self) {
+        let ms = self.reset_delay_ms.load(Relaxed);
+        if ms != 0 {
+            fsleep(Delta::from_millis(i64::from(ms)));
+        }
     }
 
-    /// A write to the debugfs file: a decimal count.
-    pub(crate) fn store(&self, r: &mut UserSliceReader) -> Result {
+    fn knob(&self, k: Knob) -> &Atomic<u32> {
+        match k {
+            Knob::FailDmaMap => &self.dma_map,
+            Knob::ResetDelayMs => &self.reset_delay_ms,
+        }
+    }
+
+    /// A debugfs file's contents.
+    pub(crate) fn show(&self, k: Knob, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "{}", self.knob(k).load(Relaxed))
+    }
+
+    /// A write to a debugfs file: a decimal number.
+    pub(crate) fn store(&self, k: Knob, r: &mut UserSliceReader) -> Result {
         let mut buf = [0u8; 16];
         let n = r.len();
         if n > buf.len() {
@@ -63,7 +93,7 @@ impl Faults {
         r.read_slice(&mut buf[..n])?;
         let text = core::str::from_utf8(&buf[..n]).map_err(|_| EINVAL)?;
         let count = text.trim().parse::<u32>().map_err(|_| EINVAL)?;
-        self.dma_map.store(count, Relaxed);
+        self.knob(k).store(count, Relaxed);
         Ok(())
     }
 }

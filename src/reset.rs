@@ -46,6 +46,9 @@ pub(crate) fn timeout(
     let (qid, tag) = (q.queue.qid(), rq.tag());
     q.queue.stats.timeout();
     let cid = io_cid::encode(tag, rq.data().generation());
+    // Resets so far. Another namespace's timeout may start one while this runs: it takes
+    // this request back too, and must not be followed by a second reset for it.
+    let seen = hw.resets();
     let s = hw.regs.csts();
     if r::device_gone(s) {
         give_up(&set, "device not responding (registers read as all ones)");
@@ -56,8 +59,7 @@ pub(crate) fn timeout(
         return Timeout::Done;
     }
     if s & csts::CFS != 0 {
-        let _ = reset(&set, "controller fatal status");
-        return Timeout::Done;
+        return reset_for(&set, q, rq, seen, "controller fatal status");
     }
     // Did we miss an interrupt?
     q.process();
@@ -96,8 +98,24 @@ pub(crate) fn timeout(
         "rnvme{}: I/O tag {tag} ({cid:#06x}) QID {qid} timeout after abort, resetting controller\n",
         hw.instance
     );
-    let _ = reset(&set, "I/O timeout");
-    Timeout::Done
+    reset_for(&set, q, rq, seen, "I/O timeout")
+}
+
+/// Resets the controller for a timed-out request, unless a reset ran after the request's
+/// timeout saw `seen` resets: that one took the request back (it is retried, or in flight
+/// again with a new timer).
+fn reset_for(
+    set: &TagSetRef<'_, NvmeBlk>,
+    q: &IoQueue<'_>,
+    rq: &Request<NvmeBlk>,
+    seen: u32,
+    why: &str,
+) -> Timeout {
+    q.faults.delay_reset();
+    match reset_unless_after(set, why, Some(seen)) {
+        Ok(false) if rq.in_flight() => Timeout::ResetTimer,
+        _ => Timeout::Done,
+    }
 }
 
 /// Takes every command in flight back from the controller with `status`.
@@ -114,11 +132,20 @@ fn cancel_in_flight(set: &TagSetRef<'_, NvmeBlk>, status: Status) {
 
 /// Resets the controller, keeping its disks; see the module documentation.
 pub(crate) fn reset(set: &TagSetRef<'_, NvmeBlk>, why: &str) -> Result {
+    reset_unless_after(set, why, None).map(|_| ())
+}
+
+/// Resets the controller, unless `seen` is given and a reset ran after the caller saw
+/// `seen` resets (false then).
+fn reset_unless_after(set: &TagSetRef<'_, NvmeBlk>, why: &str, seen: Option<u32>) -> Result<bool> {
     let io = set.data();
     let hw = &io.hw;
     let _serial = hw.reset_lock.lock();
     if hw.state() == State::Dead {
         return Err(ENODEV);
+    }
+    if seen.is_some_and(|seen| hw.resets() != seen) {
+        return Ok(false);
     }
     hw.set_state(State::Resetting);
     let n = hw.count_reset();
@@ -142,7 +169,7 @@ pub(crate) fn reset(set: &TagSetRef<'_, NvmeBlk>, why: &str) -> Result {
             hw.set_state(State::Live);
             set.unquiesce();
             dev_info!(hw.dev(), "rnvme{}: reset done\n", hw.instance);
-            Ok(())
+            Ok(true)
         }
         Err(e) => {
             dev_err!(

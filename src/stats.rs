@@ -7,7 +7,7 @@
 //! on the I/O path. The others are rare or per interrupt and use `fetch_add`. Readers may
 //! see a count a moment old, which is all a statistic needs.
 
-use crate::fault::Faults;
+use crate::fault::{Faults, Knob};
 use core::{
     fmt,
     sync::atomic::{AtomicU64, Ordering::Relaxed},
@@ -113,7 +113,7 @@ impl fmt::Debug for QueueStats {
 /// A controller's debugfs directory and one file per queue; removed when dropped.
 pub(crate) struct DebugDir {
     files: KVec<Pin<KBox<debugfs::File<Arc<QueueStats>>>>>,
-    faults: Option<Pin<KBox<debugfs::File<Arc<Faults>>>>>,
+    faults: KVec<Pin<KBox<debugfs::File<Arc<Faults>>>>>,
     dir: debugfs::Dir,
 }
 
@@ -122,7 +122,7 @@ impl DebugDir {
         let name = CString::try_from_fmt(fmt!("rnvme{instance}"))?;
         Ok(Self {
             files: KVec::new(),
-            faults: None,
+            faults: KVec::new(),
             dir: debugfs::Dir::new(&name),
         })
     }
@@ -135,15 +135,24 @@ impl DebugDir {
         Ok(())
     }
 
-    /// Adds `fail_dma_map`, through which tests inject faults (see `fault.rs`).
+    /// Adds the files through which tests inject faults (see `fault.rs`).
     pub(crate) fn add_faults(&mut self, faults: Arc<Faults>) -> Result {
-        let file = self.dir.read_write_callback_file(
+        let dma = self.dir.read_write_callback_file(
             c"fail_dma_map",
-            faults,
-            &|f: &Arc<Faults>, out: &mut fmt::Formatter<'_>| f.show(out),
-            &|f: &Arc<Faults>, r: &mut UserSliceReader| f.store(r),
+            faults.clone(),
+            &|f: &Arc<Faults>, out: &mut fmt::Formatter<'_>| f.show(Knob::FailDmaMap, out),
+            &|f: &Arc<Faults>, r: &mut UserSliceReader| f.store(Knob::FailDmaMap, r),
         );
-        self.faults = Some(KBox::pin_init(file, GFP_KERNEL)?);
+        self.faults
+            .push(KBox::pin_init(dma, GFP_KERNEL)?, GFP_KERNEL)?;
+        let delay = self.dir.read_write_callback_file(
+            c"reset_delay_ms",
+            faults,
+            &|f: &Arc<Faults>, out: &mut fmt::Formatter<'_>| f.show(Knob::ResetDelayMs, out),
+            &|f: &Arc<Faults>, r: &mut UserSliceReader| f.store(Knob::ResetDelayMs, r),
+        );
+        self.faults
+            .push(KBox::pin_init(delay, GFP_KERNEL)?, GFP_KERNEL)?;
         Ok(())
     }
 }

@@ -1,13 +1,13 @@
 # SPDX-License-Identifier: GPL-2.0
-# I/O timeouts and controller reset. Namespace 1 keeps data (an image); namespace 2 takes
-# 5 s per command (null-co latency-ns). With a 1 s timeout on namespace 2, a read there
+# I/O timeouts and controller reset. Namespace 1 keeps data (an image); namespaces 2 and 3
+# take 5 s per command (null-co latency-ns). With a 1 s timeout on namespace 2, a read there
 # times out, is aborted (QEMU's Abort never aborts), times out again and resets the
 # controller; the read is retried after each reset and fails after 1 + 5 attempts. The
 # disks stay, data on namespace 1 survives the resets, and I/O works afterwards.
 . /guest/lib.sh
 
 check insmod insmod /lib/rnvme.ko
-require_disk disks_ready /dev/rnvme0n2
+require_disk disks_ready /dev/rnvme0n3
 fast=/dev/rnvme0n1
 slow=/dev/rnvme0n2
 
@@ -80,6 +80,38 @@ expect_eq data_survives_resets "$sum_before" "$sum_after"
 check write_after_reset dd if=/tmp/pattern of=$fast bs=1M seek=8 count=4 oflag=direct
 sum_new=$(dd if=$fast bs=1M skip=8 count=4 iflag=direct 2>/dev/null | sha256sum | cut -d' ' -f1)
 expect_eq read_after_reset "$sum_before" "$sum_new"
+
+# --- two namespaces time out together -------------------------------------------------
+# A read on each slow namespace, from different CPUs: blk-mq rounds timers up to the
+# second, so both time out together, on two CPUs (a 500 ms timeout). A timeout that resets
+# the controller waits 300 ms first (debugfs reset_delay_ms), so both pass the "already
+# resetting" check before either reset starts, as they can by chance without it. One
+# reset must take both reads back, and the other timeout must not reset the controller
+# again (it did: that second reset burned a retry of every request). So every reset ends
+# one attempt of the read that lives longest: as many resets as its attempts, at most 6.
+# (QEMU's reset drains both namespaces: the read that finishes first may complete then,
+# with data, so the other may be tried alone afterwards.)
+echo 500 >/sys/block/rnvme0n2/queue/io_timeout
+echo 500 >/sys/block/rnvme0n3/queue/io_timeout
+echo 300 >/sys/kernel/debug/rnvme0/reset_delay_ms
+trace_mark pair_begin $fast
+busybox taskset -c 0 dd if=/dev/rnvme0n2 of=/dev/null bs=4k skip=200 count=1 iflag=direct 2>/dev/null &
+p2=$!
+busybox taskset -c 1 dd if=/dev/rnvme0n3 of=/dev/null bs=4k skip=200 count=1 iflag=direct 2>/dev/null &
+p3=$!
+wait $p2
+r2=$?
+wait $p3
+r3=$?
+trace_mark pair_end $fast
+echo 0 >/sys/kernel/debug/rnvme0/reset_delay_ms
+[ $r2 -ne 0 ] || [ $r3 -ne 0 ] && pass pair_read_fails || fail pair_read_fails "both reads succeeded"
+trace_expect pair_nsid2_read_attempts pair_begin pair_end le 6 \
+	"pci_nvme_read cid [0-9]+ nsid 2 nlb 8 count 4096 lba 0x640$"
+trace_expect pair_nsid3_read_attempts pair_begin pair_end le 6 \
+	"pci_nvme_read cid [0-9]+ nsid 3 nlb 8 count 4096 lba 0x640$"
+trace_expect pair_one_reset_per_attempt pair_begin pair_end eq \
+	max:pair_nsid2_read_attempts,pair_nsid3_read_attempts "pci_nvme_mmio_start_success"
 
 # With a timeout longer than the device's latency the slow namespace works again.
 echo 10000 >/sys/block/rnvme0n2/queue/io_timeout
