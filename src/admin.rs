@@ -8,6 +8,7 @@
 
 use crate::{
     aen::AsyncEvents,
+    fault::Faults,
     kernel_ext::sync::Completion as Event,
     queue::Queue,
     spec::{
@@ -22,9 +23,10 @@ use kernel::{
     new_mutex, new_spinlock_irq, pci,
     prelude::*,
     sync::{
-        atomic::{Atomic, Full, Relaxed},
+        atomic::{Acquire, Atomic, Full, Relaxed},
         Arc, Mutex, SetOnce, SpinLockIrq,
     },
+    time::{ClockSource, Monotonic},
 };
 
 /// Admin queue depth, as the C driver uses (capped by CAP.MQES).
@@ -118,6 +120,11 @@ pub(crate) struct AdminQueue<'b> {
     aborts: Atomic<u32>,
     /// What each abort slot aborts: command id << 16 | submission queue id.
     abort_target: [Atomic<u32>; ABORT_SLOTS],
+    /// When each abort slot was taken (monotonic nanoseconds; [`i64::MAX`] while free, so
+    /// a slot seen taken before its time is stored looks new, not old).
+    abort_since: [Atomic<i64>; ABORT_SLOTS],
+    /// Faults tests inject (lost Abort completions).
+    faults: Arc<Faults>,
     /// An Asynchronous Event Request is outstanding.
     aer_armed: Atomic<bool>,
     /// Who handles asynchronous events, once the controller is up.
@@ -148,6 +155,7 @@ impl<'b> AdminQueue<'b> {
         pdev: &'b pci::Device<Bound>,
         queue: Arc<Queue<'b>>,
         polled: bool,
+        faults: Arc<Faults>,
     ) -> Result<Arc<Self>> {
         Arc::pin_init(
             try_pin_init!(Self {
@@ -169,6 +177,8 @@ impl<'b> AdminQueue<'b> {
                 stopped: Atomic::new(false),
                 aborts: Atomic::new(0),
                 abort_target: [const { Atomic::new(0) }; ABORT_SLOTS],
+                abort_since: [const { Atomic::new(i64::MAX) }; ABORT_SLOTS],
+                faults,
                 aer_armed: Atomic::new(false),
                 events: SetOnce::new(),
             }),
@@ -305,6 +315,7 @@ impl<'b> AdminQueue<'b> {
             if self.aborts.cmpxchg(cur, cur | 1 << free, Full).is_ok() {
                 let slot = free as usize;
                 self.abort_target[slot].store(u32::from(cid) << 16 | u32::from(sqid), Relaxed);
+                self.abort_since[slot].store(Monotonic::ktime_get(), Relaxed);
                 return Ok(AbortSlot(slot));
             }
         }
@@ -321,7 +332,25 @@ impl<'b> AdminQueue<'b> {
         })
     }
 
+    /// How long the oldest outstanding Abort has waited for its completion, in
+    /// milliseconds (`None`: none is outstanding). Aborts have the admin timeout, as in the
+    /// C driver: one outstanding longer was lost by the controller.
+    pub(crate) fn oldest_abort_ms(&self) -> Option<u64> {
+        let now = Monotonic::ktime_get();
+        // Acquire: a slot seen taken shows its time, or the free marker stored before it
+        // was released, never an older claim's time.
+        let taken = self.aborts.load(Acquire);
+        (0..ABORT_SLOTS)
+            .filter(|&slot| taken & (1 << slot) != 0)
+            .map(|slot| {
+                let since = self.abort_since[slot].load(Relaxed);
+                (now.saturating_sub(since).max(0) / 1_000_000) as u64
+            })
+            .max()
+    }
+
     fn release_abort(&self, slot: usize) {
+        self.abort_since[slot].store(i64::MAX, Relaxed);
         let mut cur = self.aborts.load(Relaxed);
         while let Err(now) = self.aborts.cmpxchg(cur, cur & !(1 << slot), Full) {
             cur = now;
@@ -338,6 +367,9 @@ impl<'b> AdminQueue<'b> {
                 "ignoring completion of unknown abort {:#x}\n",
                 cqe.cid
             );
+            return;
+        }
+        if self.faults.lose_abort_completion() {
             return;
         }
         let target = self.abort_target[slot].load(Relaxed);
@@ -396,6 +428,9 @@ impl<'b> AdminQueue<'b> {
     /// commands until [`Self::restart`].
     pub(crate) fn cancel(&self) {
         self.stopped.store(true, Relaxed);
+        for since in &self.abort_since {
+            since.store(i64::MAX, Relaxed);
+        }
         self.aborts.store(0, Relaxed);
         self.aer_armed.store(false, Relaxed);
         let mut p = self.pending.lock();

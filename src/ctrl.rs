@@ -204,14 +204,15 @@ impl<'b> Controller<'b> {
             intx: true,
         };
         let irqs = IrqSet::alloc(bdev, 1, 1, types, None).ok();
-        let admin = AdminQueue::new(bdev, aq, irqs.is_none())?;
+        let faults = Faults::new()?;
+        let admin = AdminQueue::new(bdev, aq, irqs.is_none(), faults.clone())?;
         let hw = Hw::new(bdev, regs, admin, cap, instance.id())?;
         let mut ctrl = Controller {
             chardev: None,
             link: Arc::pin_init(Lease::new(), GFP_KERNEL)?,
             events: None,
             debugfs: None,
-            faults: Faults::new()?,
+            faults,
             queue_stats: KVec::new(),
             irqs,
             tagset: None,

@@ -7,6 +7,8 @@
 //! - `fail_dma_map`: the next N data mappings fail (4294967295: all of them).
 //! - `reset_delay_ms`: an I/O timeout that resets the controller first sleeps this long,
 //!   which widens the window in which two namespaces' timeouts race to reset it.
+//! - `lose_abort_completions`: the next N Abort completions are dropped, as if the
+//!   controller never posted them.
 
 use core::fmt;
 use kernel::{
@@ -27,6 +29,8 @@ pub(crate) struct Faults {
     dma_map: Atomic<u32>,
     /// Milliseconds a timeout waits before its reset.
     reset_delay_ms: Atomic<u32>,
+    /// Abort completions still to drop ([`ALWAYS`]: all of them).
+    lost_aborts: Atomic<u32>,
 }
 
 /// The faults' debugfs files.
@@ -34,6 +38,7 @@ pub(crate) struct Faults {
 pub(crate) enum Knob {
     FailDmaMap,
     ResetDelayMs,
+    LoseAbortCompletions,
 }
 
 impl Faults {
@@ -42,6 +47,7 @@ impl Faults {
             Self {
                 dma_map: Atomic::new(0),
                 reset_delay_ms: Atomic::new(0),
+                lost_aborts: Atomic::new(0),
             },
             GFP_KERNEL,
         )?)
@@ -49,18 +55,12 @@ impl Faults {
 
     /// Whether this data mapping is to fail (consumes one injected failure).
     pub(crate) fn fail_dma_map(&self) -> bool {
-        // The common case, nothing injected, is one load.
-        let mut left = self.dma_map.load(Relaxed);
-        loop {
-            match left {
-                0 => return false,
-                ALWAYS => return true,
-                n => match self.dma_map.cmpxchg(n, n - 1, Relaxed) {
-                    Ok(_) => return true,
-                    Err(now) => left = now,
-                },
-            }
-        }
+        take(&self.dma_map)
+    }
+
+    /// Whether this Abort completion is to be dropped (consumes one).
+    pub(crate) fn lose_abort_completion(&self) -> bool {
+        take(&self.lost_aborts)
     }
 
     /// Sleeps for `reset_delay_ms`, if set, before a timeout resets the controller.
@@ -75,6 +75,7 @@ impl Faults {
         match k {
             Knob::FailDmaMap => &self.dma_map,
             Knob::ResetDelayMs => &self.reset_delay_ms,
+            Knob::LoseAbortCompletions => &self.lost_aborts,
         }
     }
 
@@ -95,5 +96,21 @@ impl Faults {
         let count = text.trim().parse::<u32>().map_err(|_| EINVAL)?;
         self.knob(k).store(count, Relaxed);
         Ok(())
+    }
+}
+
+/// Takes one injected fault from `count` ([`ALWAYS`]: never runs out); false if none is left.
+fn take(count: &Atomic<u32>) -> bool {
+    // The common case, nothing injected, is one load.
+    let mut left = count.load(Relaxed);
+    loop {
+        match left {
+            0 => return false,
+            ALWAYS => return true,
+            n => match count.cmpxchg(n, n - 1, Relaxed) {
+                Ok(_) => return true,
+                Err(now) => left = now,
+            },
+        }
     }
 }

@@ -26,6 +26,7 @@ use crate::{
         blk::{Request, TagSetRef, Timeout},
         pci_set_master,
     },
+    params,
     spec::{
         command::{cns, io_cid, Command},
         completion::Status,
@@ -74,6 +75,18 @@ pub(crate) fn timeout(
     if hw.state() == State::Resetting {
         // The reset takes every request back.
         return Timeout::ResetTimer;
+    }
+    // Aborts have the admin timeout, as in the C driver: one the controller has not
+    // completed by then it has lost, and it holds an abort slot for good.
+    if let Some(ms) = hw.admin.oldest_abort_ms() {
+        if ms >= u64::from(params::admin_timeout_ms()) {
+            dev_warn!(
+                hw.dev(),
+                "rnvme{}: I/O tag {tag} ({cid:#06x}) QID {qid} timeout; an Abort sent {ms} ms ago never completed: resetting controller\n",
+                hw.instance
+            );
+            return reset_for(&set, q, rq, seen, "Abort timeout");
+        }
     }
     if rq.data().mark_aborted() {
         let Ok(slot) = hw.admin.claim_abort(qid, cid, hw.abort_limit()) else {

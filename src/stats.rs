@@ -110,10 +110,13 @@ impl fmt::Debug for QueueStats {
     }
 }
 
+/// A fault knob's debugfs file data: the controller's faults and which knob.
+type KnobFile = (Arc<Faults>, Knob);
+
 /// A controller's debugfs directory and one file per queue; removed when dropped.
 pub(crate) struct DebugDir {
     files: KVec<Pin<KBox<debugfs::File<Arc<QueueStats>>>>>,
-    faults: KVec<Pin<KBox<debugfs::File<Arc<Faults>>>>>,
+    faults: KVec<Pin<KBox<debugfs::File<KnobFile>>>>,
     dir: debugfs::Dir,
 }
 
@@ -137,22 +140,21 @@ impl DebugDir {
 
     /// Adds the files through which tests inject faults (see `fault.rs`).
     pub(crate) fn add_faults(&mut self, faults: Arc<Faults>) -> Result {
-        let dma = self.dir.read_write_callback_file(
-            c"fail_dma_map",
-            faults.clone(),
-            &|f: &Arc<Faults>, out: &mut fmt::Formatter<'_>| f.show(Knob::FailDmaMap, out),
-            &|f: &Arc<Faults>, r: &mut UserSliceReader| f.store(Knob::FailDmaMap, r),
-        );
-        self.faults
-            .push(KBox::pin_init(dma, GFP_KERNEL)?, GFP_KERNEL)?;
-        let delay = self.dir.read_write_callback_file(
-            c"reset_delay_ms",
-            faults,
-            &|f: &Arc<Faults>, out: &mut fmt::Formatter<'_>| f.show(Knob::ResetDelayMs, out),
-            &|f: &Arc<Faults>, r: &mut UserSliceReader| f.store(Knob::ResetDelayMs, r),
-        );
-        self.faults
-            .push(KBox::pin_init(delay, GFP_KERNEL)?, GFP_KERNEL)?;
+        let knobs = [
+            (c"fail_dma_map", Knob::FailDmaMap),
+            (c"reset_delay_ms", Knob::ResetDelayMs),
+            (c"lose_abort_completions", Knob::LoseAbortCompletions),
+        ];
+        for (name, knob) in knobs {
+            let file = self.dir.read_write_callback_file(
+                name,
+                (faults.clone(), knob),
+                &|(f, k): &KnobFile, out: &mut fmt::Formatter<'_>| f.show(*k, out),
+                &|(f, k): &KnobFile, r: &mut UserSliceReader| f.store(*k, r),
+            );
+            self.faults
+                .push(KBox::pin_init(file, GFP_KERNEL)?, GFP_KERNEL)?;
+        }
         Ok(())
     }
 }

@@ -6,7 +6,8 @@
 # disks stay, data on namespace 1 survives the resets, and I/O works afterwards.
 . /guest/lib.sh
 
-check insmod insmod /lib/rnvme.ko
+# A 5 s admin timeout: it bounds how long an Abort may stay outstanding (below).
+check insmod insmod /lib/rnvme.ko admin_timeout=5
 require_disk disks_ready /dev/rnvme0n3
 fast=/dev/rnvme0n1
 slow=/dev/rnvme0n2
@@ -112,6 +113,43 @@ trace_expect pair_nsid3_read_attempts pair_begin pair_end le 6 \
 	"pci_nvme_read cid [0-9]+ nsid 3 nlb 8 count 4096 lba 0x640$"
 trace_expect pair_one_reset_per_attempt pair_begin pair_end eq \
 	max:pair_nsid2_read_attempts,pair_nsid3_read_attempts "pci_nvme_mmio_start_success"
+
+# --- a lost Abort completion -----------------------------------------------------------
+# debugfs lose_abort_completions=4: the driver drops the next 4 Abort completions, as if
+# the controller never posted them. Four reads on the slow namespace with a 3 s timeout:
+# each times out once and is aborted (QEMU's ACL allows 4 at once), then completes with
+# its data at 5 s, before a second timeout. Their abort slots stay taken. Aborts have the
+# admin timeout (5 s), as in the C driver: after it, the next timeout (a 1 s passthrough
+# read) resets the controller, which takes it back, instead of waiting forever for a free
+# abort slot (before: it was re-armed until the device completed it, with no reset).
+echo 3000 >/sys/block/rnvme0n2/queue/io_timeout
+echo 4 >/sys/kernel/debug/rnvme0/lose_abort_completions
+rm -f /tmp/lost.ok.*
+trace_mark lost_begin $fast
+for i in 1 2 3 4; do
+	dd if=$slow of=/dev/null bs=4k skip=$((300 + i)) count=1 iflag=direct 2>/dev/null &&
+		touch /tmp/lost.ok.$i &
+done
+wait
+trace_mark lost_end $fast
+expect_eq lost_abort_reads_complete 4 "$(ls /tmp/lost.ok.* 2>/dev/null | wc -l)"
+expect_eq lost_abort_completions_dropped 0 \
+	"$(cat /sys/kernel/debug/rnvme0/lose_abort_completions)"
+trace_expect lost_aborts_sent lost_begin lost_end eq 4 \
+	"pci_nvme_admin_cmd cid [0-9]+ sqid 0 opc 0x8 "
+trace_expect lost_aborts_no_reset lost_begin lost_end eq 0 "pci_nvme_mmio_start_success"
+sleep 6
+trace_mark lost_after_begin $fast
+if nvme io-passthru $slow --opcode=2 --namespace-id=2 --data-len=4096 --read --cdw10=1700 \
+	--cdw12=7 --timeout=1000 >/tmp/lost.out 2>&1; then
+	fail timeout_after_lost_aborts_resets "the read completed: $(head -2 /tmp/lost.out)"
+else
+	grep -q "0x371" /tmp/lost.out && pass timeout_after_lost_aborts_resets ||
+		fail timeout_after_lost_aborts_resets "$(head -2 /tmp/lost.out)"
+fi
+trace_mark lost_after_end $fast
+trace_expect reset_after_lost_aborts lost_after_begin lost_after_end eq 1 \
+	"pci_nvme_mmio_start_success"
 
 # With a timeout longer than the device's latency the slow namespace works again.
 echo 10000 >/sys/block/rnvme0n2/queue/io_timeout
