@@ -209,7 +209,8 @@ impl BlkOps for NvmeBlk {
         };
         let tries = st.retries.fetch_add(1, Relaxed) + 1;
         if status.retryable() && !rq.failfast() && tries <= MAX_RETRIES {
-            rq.requeue();
+            // After the delay the controller asked for (CRD), as the C driver.
+            rq.requeue_after(ns.retry_delay_ms(status));
             return;
         }
         ns.log_error(rq.op(), rq.sector(), status, tries);

@@ -536,6 +536,7 @@ impl<'b> Controller<'b> {
             irq
         );
         self.hw.set_abort_limit(id.acl);
+        self.hw.configure_host_options(&id);
         if id.lpa & LPA_CMD_EFFECTS != 0 {
             self.effects = self.read_effects();
         }

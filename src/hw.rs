@@ -15,9 +15,9 @@ use crate::{
     queue::ShadowDoorbells,
     regs::Regs,
     spec::{
-        command::{feature, Command},
+        command::{feature, host_behavior, Command},
         event::AEC_NOTICES,
-        identify::IDENTIFY_SIZE,
+        identify::{IdentifyController, IDENTIFY_SIZE},
         regs::{self as r, cc, csts, Cap},
     },
 };
@@ -238,6 +238,28 @@ impl<'b> Hw<'b> {
         if let Some(work) = self.admin.events() {
             work.reset_needed();
         }
+    }
+
+    /// Runs an admin command that transfers `data` (up to one page) to the controller.
+    pub(crate) fn admin_write(&self, cmd: Command, data: &[u8], what: &str) -> Result<u32> {
+        let buf = Coherent::<u8>::from_slice(self.dev(), data, GFP_KERNEL)?;
+        // On a timeout `admin_cmd` stops the controller before `buf` is freed.
+        self.admin_cmd(cmd.with_prp(buf.dma_address(), 0), what)
+    }
+
+    /// Enables Advanced Command Retry (Host Behavior Support) if the controller asks for
+    /// retry delays, as the C driver's `nvme_configure_host_options`: only then does it
+    /// set Command Retry Delay in its statuses. A controller that refuses keeps working
+    /// with immediate retries.
+    pub(crate) fn configure_host_options(&self, id: &IdentifyController) {
+        if !id.wants_acre() {
+            return;
+        }
+        let _ = self.admin_write(
+            Command::set_features(feature::HOST_BEHAVIOR, 0),
+            &host_behavior(true),
+            "Set Features (Host Behavior Support)",
+        );
     }
 
     /// Runs an admin command that transfers up to one page into a fresh DMA buffer and

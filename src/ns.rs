@@ -7,7 +7,7 @@ use crate::{
     spec::{
         command::DSM_MAX_RANGES,
         completion::Status,
-        identify::{IdentifyController, IdentifyControllerNvm, IdentifyNamespace},
+        identify::{retry_delay_ms, IdentifyController, IdentifyControllerNvm, IdentifyNamespace},
         regs::Cap,
     },
 };
@@ -66,6 +66,8 @@ pub(crate) struct Namespace<'b> {
     unusable: AtomicBool,
     /// The controller takes SGLs for I/O commands.
     sgl: bool,
+    /// The controller's Command Retry Delay Times (Identify Controller CRDT1-3).
+    crdt: [u16; 3],
 }
 
 impl<'b> Namespace<'b> {
@@ -86,6 +88,7 @@ impl<'b> Namespace<'b> {
             discard_blocks: AtomicU32::new(id.discard_granularity_blocks()),
             unusable: AtomicBool::new(false),
             sgl: ctrl.supports_sgl(),
+            crdt: ctrl.crdt,
         })
     }
 
@@ -230,6 +233,11 @@ impl<'b> Namespace<'b> {
             tries,
             status
         );
+    }
+
+    /// How long to wait before retrying a command that failed with `status`.
+    pub(crate) fn retry_delay_ms(&self, status: Status) -> u32 {
+        retry_delay_ms(status, self.crdt)
     }
 
     pub(crate) fn log_unmappable(&self, sector: u64, bytes: u32, waited_ms: u64) {

@@ -258,6 +258,7 @@ fn restart(io: &IoSet<'_>) -> Result {
         EIO
     })?;
     hw.set_abort_limit(id.acl);
+    hw.configure_host_options(&id);
     hw.start_async_events(None);
     Ok(())
 }

@@ -471,6 +471,22 @@ impl<T: BlkOps> Request<T> {
         // SAFETY: the request is owned by the driver and not mapped any more.
         unsafe { bindings::blk_mq_requeue_request(self.raw(), true) };
     }
+
+    /// Puts the request back on the queue, to be issued again after `ms` milliseconds
+    /// (`blk_mq_delay_kick_requeue_list`); at once if `ms` is 0.
+    pub(crate) fn requeue_after(&self, ms: u32) {
+        if ms == 0 {
+            self.requeue();
+            return;
+        }
+        // SAFETY: the request is owned by the driver and not mapped any more; its queue
+        // outlives it.
+        unsafe {
+            let q = (*self.raw()).q;
+            bindings::blk_mq_requeue_request(self.raw(), false);
+            bindings::blk_mq_delay_kick_requeue_list(q, ms as usize);
+        }
+    }
 }
 
 /// `RQF_*` flags that keep a request out of a completion batch or ask for a time stamp.

@@ -40,6 +40,15 @@ pub(crate) mod feature {
     pub(crate) const VOLATILE_WRITE_CACHE: u8 = 0x06;
     pub(crate) const NUMBER_OF_QUEUES: u8 = 0x07;
     pub(crate) const ASYNC_EVENT_CONFIG: u8 = 0x0b;
+    pub(crate) const HOST_BEHAVIOR: u8 = 0x16;
+}
+
+/// Host Behavior Support (feature 16h) data: 512 bytes, byte 0 Advanced Command Retry
+/// Enable.
+pub(crate) fn host_behavior(acre: bool) -> [u8; 512] {
+    let mut b = [0u8; 512];
+    b[0] = u8::from(acre);
+    b
 }
 
 /// A submission queue entry, as sixteen little-endian command dwords.

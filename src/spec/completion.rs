@@ -164,7 +164,8 @@ impl Status {
             n => StatusType::Reserved(n),
         }
     }
-    /// Command Retry Delay index (0: retry at once).
+    /// Command Retry Delay: which of the controller's CRDT1-3 to wait before a retry (0:
+    /// none). Set only when the host enabled Advanced Command Retry.
     pub(crate) fn crd(self) -> u8 {
         ((self.0 >> 11) & 0x3) as u8
     }

@@ -3,7 +3,7 @@
 //! Identify data structures (NVMe Base Spec 5.17.2, NVM Command Set Spec 4.1.5), parsed by
 //! byte offset and validated: every value a later step depends on is range checked here.
 
-use super::{le16, le32, le64, regs::Cap};
+use super::{completion::Status, le16, le32, le64, regs::Cap};
 use core::fmt;
 
 /// Size of every Identify data structure.
@@ -119,6 +119,8 @@ pub(crate) struct IdentifyController {
     pub(crate) acl: u8,
     /// Asynchronous Event Request Limit (0's based).
     pub(crate) aerl: u8,
+    /// Command Retry Delay Times 1-3, in 100 ms units.
+    pub(crate) crdt: [u16; 3],
     /// Log Page Attributes.
     pub(crate) lpa: u8,
     /// Error Log Page Entries (0's based).
@@ -153,6 +155,7 @@ impl IdentifyController {
             cntlid: le16(b, 78),
             ver: le32(b, 80),
             oaes: le32(b, 92),
+            crdt: [le16(b, 134), le16(b, 136), le16(b, 138)],
             oacs: le16(b, 256),
             acl: b[258],
             aerl: b[259],
@@ -187,6 +190,12 @@ impl IdentifyController {
     }
 
     /// A volatile write cache is present.
+    /// Whether the host should enable Advanced Command Retry (Host Behavior Support), as
+    /// the C driver: when the controller has a retry delay to ask for.
+    pub(crate) fn wants_acre(&self) -> bool {
+        self.crdt[0] != 0
+    }
+
     pub(crate) fn has_volatile_write_cache(&self) -> bool {
         self.vwc & 1 != 0
     }
@@ -411,4 +420,13 @@ pub(crate) fn parse_ns_list(
         prev = nsid;
     }
     Ok(n)
+}
+
+/// How long to wait before retrying a command that failed with `status`: the Command Retry
+/// Delay Time its CRD field names, in milliseconds (0: retry at once).
+pub(crate) fn retry_delay_ms(status: Status, crdt: [u16; 3]) -> u32 {
+    match status.crd() {
+        0 => 0,
+        n => u32::from(crdt[usize::from(n - 1)]) * 100,
+    }
 }
