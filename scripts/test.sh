@@ -159,6 +159,20 @@ host_verify() {
 	fi
 }
 
+# image_expect SCENARIO IMAGE-DIR: the data a guest asked for (RNVME-IMAGE-EXPECT NAME
+# CTRL NSID OFFSET LENGTH SHA256 on its results channel) is in the namespace's image file
+# after the VM exited.
+image_expect() {
+	local name=$1 dir=$2 t c n off len sum got
+	[[ -n ${RNVME_TEST_ONLY:-} && ! $name =~ $RNVME_TEST_ONLY ]] && return
+	while read -r _ t c n off len sum; do
+		got=$(tail -c +$((off + 1)) "$dir/ctrl$c-ns$n.img" 2>/dev/null | head -c "$len" | sha256sum | cut -d' ' -f1)
+		if [ "$got" = "$sum" ]; then ok "$name: $t"; else
+			bad "$name: $t" "bytes $off+$len of ctrl$c-ns$n.img differ from what the guest wrote"
+		fi
+	done < <(tr -d '\r' <"$LOGS/$name.results" 2>/dev/null | grep -a '^RNVME-IMAGE-EXPECT ')
+}
+
 # trace_check SCENARIO WHAT TRACE-FILE REGEX: the device saw a command matching REGEX.
 trace_check() {
 	[[ -n ${RNVME_TEST_ONLY:-} && ! $1 =~ $RNVME_TEST_ONLY ]] && return
@@ -327,6 +341,7 @@ for flavour in $FLAVOURS; do
 	run_vm "errors-$flavour" "$flavour" --ctrls 2 --backend image --image-dir "$img/errors" \
 		--size 64M --blkdebug "$RNVME_ROOT/qemu/guest/errors.rules" --timeout $T \
 		-- 'sh /guest/errors.sh'
+	image_expect "errors-$flavour" "$img/errors"
 	# I/O slower than its timeout: abort, controller reset, bounded retries.
 	run_vm "timeout-$flavour" "$flavour" --ctrls 1 --ns 3 --backend image --timeout $T \
 		--image-dir "$img/timeout" --size 64M --slow-ns 2 --slow-ns 3 --slow-ms 5000 \

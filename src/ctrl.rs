@@ -536,6 +536,7 @@ impl<'b> Controller<'b> {
             irq
         );
         self.hw.set_abort_limit(id.acl);
+        self.hw.set_shutdown_timeout(&id);
         self.hw.configure_host_options(&id);
         if id.lpa & LPA_CMD_EFFECTS != 0 {
             self.effects = self.read_effects();
@@ -593,6 +594,24 @@ impl<'b> Shared<'b> {
         let ts = disks.as_ref()?;
         let shift = ts.find_disk(|ns| ns.nsid() == nsid)?.data().lba_shift();
         Some(shift)
+    }
+}
+
+impl Controller<'_> {
+    /// The system goes down (power-off, reboot, kexec): new and outstanding I/O fails and
+    /// the controller gets a normal shutdown (CC.SHN), so it flushes its cache and records
+    /// a safe shutdown, as C's `nvme_shutdown`. The driver stays bound; nothing is freed.
+    pub(crate) fn shutdown(&self) {
+        let disks = self.shared.as_ref().map(|sh| sh.disks.lock());
+        let ts = match &disks {
+            Some(d) => d.as_ref(),
+            None => self.tagset.as_ref(),
+        };
+        match ts {
+            Some(ts) => reset::shut_down(&ts.handle()),
+            // No I/O queues: nothing to fail.
+            None => self.hw.shutdown(),
+        }
     }
 }
 

@@ -2,7 +2,8 @@
 
 //! The PCI driver: matches NVMe controllers by class code and hands them to [`Controller`].
 
-use crate::ctrl::Controller;
+use crate::{ctrl::Controller, kernel_ext::pci_driver::Shutdown};
+use core::pin::Pin;
 use kernel::{device::Core, pci, prelude::*};
 
 /// PCI class code of an NVM Express controller: mass storage (01h), non-volatile memory
@@ -29,6 +30,15 @@ impl pci::Driver for RnvmeDriver {
         pdev: &'bound pci::Device<Core<'_>>,
         _info: Option<&'bound Self::IdInfo>,
     ) -> impl PinInit<Self::Data<'bound>, Error> + 'bound {
+        crate::kernel_ext::pci_driver::set_shutdown::<Self>(pdev);
         Controller::probe(pdev)
+    }
+}
+
+impl Shutdown for RnvmeDriver {
+    type Data<'bound> = Controller<'bound>;
+
+    fn shutdown(ctrl: Pin<&Controller<'_>>) {
+        ctrl.shutdown();
     }
 }

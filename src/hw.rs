@@ -51,6 +51,10 @@ pub(crate) enum State {
 /// Microseconds between CSTS polls.
 const POLL_US: i64 = 1000;
 
+/// Shutdown time when the controller reports no RTD3 entry latency, and the least it is
+/// given (the C driver's `shutdown_timeout` default).
+const DEFAULT_SHUTDOWN_MS: u32 = 5000;
+
 /// The controller's shared hardware state.
 #[pin_data]
 pub(crate) struct Hw<'b> {
@@ -66,6 +70,8 @@ pub(crate) struct Hw<'b> {
     state: Atomic<u32>,
     /// Aborts the controller accepts at once (Identify ACL + 1), 1 until identified.
     abort_limit: Atomic<u32>,
+    /// How long a normal shutdown may take, in milliseconds (from RTD3E).
+    shutdown_ms: Atomic<u32>,
     /// Resets done, for the log and tests.
     resets: Atomic<u32>,
     /// Asynchronous Event Configuration to set after every enable (0: none).
@@ -93,6 +99,7 @@ impl<'b> Hw<'b> {
                 instance,
                 state: Atomic::new(State::Live as u32),
                 abort_limit: Atomic::new(1),
+                shutdown_ms: Atomic::new(DEFAULT_SHUTDOWN_MS),
                 resets: Atomic::new(0),
                 aen_config: Atomic::new(0),
                 reset_lock <- new_mutex!(()),
@@ -123,6 +130,12 @@ impl<'b> Hw<'b> {
 
     pub(crate) fn set_abort_limit(&self, acl: u8) {
         self.abort_limit.store(u32::from(acl) + 1, Relaxed);
+    }
+
+    /// Bounds normal shutdowns by the controller's RTD3 entry latency.
+    pub(crate) fn set_shutdown_timeout(&self, id: &IdentifyController) {
+        self.shutdown_ms
+            .store(id.shutdown_timeout_ms(DEFAULT_SHUTDOWN_MS), Relaxed);
     }
 
     /// Resets done so far.
@@ -197,9 +210,9 @@ impl<'b> Hw<'b> {
         let c = regs.cc();
         if c & cc::EN != 0 && s & csts::RDY != 0 && s & csts::CFS == 0 {
             regs.set_cc((c & !cc::SHN_MASK) | cc::SHN_NORMAL);
-            // RTD3 entry latency would be the precise bound; 5 s is the C driver's default.
+            let ms = self.shutdown_ms.load(Relaxed);
             if self
-                .wait_csts(csts::SHST_MASK, csts::SHST_CMPLT, 5000)
+                .wait_csts(csts::SHST_MASK, csts::SHST_CMPLT, ms)
                 .is_err()
             {
                 dev_warn!(self.dev(), "shutdown did not complete; disabling\n");

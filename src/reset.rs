@@ -278,6 +278,28 @@ fn mark_dead(set: &TagSetRef<'_, NvmeBlk>, hw: &Hw<'_>) {
     }
 }
 
+/// The system goes down: new and outstanding I/O fails (not retried) and the controller
+/// gets a normal shutdown. Nothing is freed: the driver stays bound, and a later unbind
+/// finds a dead controller.
+pub(crate) fn shut_down(set: &TagSetRef<'_, NvmeBlk>) {
+    let io = set.data();
+    let hw = &io.hw;
+    let _serial = hw.reset_lock.lock();
+    hw.set_state(State::Dead);
+    for q in io.queues.iter() {
+        q.set_dead();
+    }
+    set.quiesce();
+    hw.shutdown();
+    // What completed before the controller stopped is good: deliver it.
+    for q in io.queues.iter() {
+        q.process();
+    }
+    hw.admin.cancel();
+    cancel_in_flight(set, Status::HOST_ABORTED_DNR);
+    set.unquiesce();
+}
+
 /// The device is gone: fail everything, once.
 fn give_up(set: &TagSetRef<'_, NvmeBlk>, why: &str) {
     let io = set.data();

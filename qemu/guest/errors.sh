@@ -101,4 +101,25 @@ r=$(ddres if=$dev of=/tmp/back bs=64k skip=160 count=1 iflag=direct)
 cmp -s /tmp/pat /tmp/back && [ "$r" = ok ] && pass io_after_map_failures_intact ||
 	fail io_after_map_failures_intact "read: $r"
 check rmmod_all sh -c 'rmmod nvme && rmmod nvme-core && rmmod rnvme'
+
+# --- power-off with the drivers bound -------------------------------------------------
+# Both drivers again (controller 1 keeps its driver_override), a buffered write with fsync
+# on each disk, then the VM powers off with them bound (no rmmod): each controller must
+# get its shutdown notification (CC.SHN; QEMU's trace), as the C driver's .shutdown sends
+# it, and the data must be in the host's images afterwards (the host checks them).
+check reload_rnvme insmod /lib/rnvme.ko io_timeout=$IO_TIMEOUT
+check reload_c_driver sh -c 'insmod /lib/c/nvme-core.ko && insmod /lib/c/nvme.ko'
+require_disk rnvme_ready_again /dev/rnvme0n1
+require_disk c_driver_ready_again /dev/nvme0n1
+for d in rnvme0n1 nvme0n1; do
+	dd if=/dev/urandom of=/tmp/off.$d bs=64k count=1 2>/dev/null
+	check "${d}_buffered_write_fsync" dd if=/tmp/off.$d of=/dev/$d bs=64k seek=200 count=1 conv=fsync
+	# Controller 0 is rnvme's, 1 the C driver's.
+	c=0
+	[ $d = nvme0n1 ] && c=1
+	mark "RNVME-IMAGE-EXPECT ${d}_data_in_image_after_poweroff $c 1 $((200 * 65536)) 65536 $(sha256sum </tmp/off.$d | cut -d' ' -f1)"
+done
+trace_mark poweroff_begin /dev/rnvme0n1
+# From here to the end of the trace: the power-off. Both controllers, rnvme's and C's.
+trace_expect shutdown_notified_at_poweroff poweroff_begin end eq 2 "pci_nvme_mmio_shutdown_set"
 finish

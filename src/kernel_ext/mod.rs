@@ -11,6 +11,7 @@ pub(crate) mod chardev;
 pub(crate) mod dma;
 pub(crate) mod irq;
 pub(crate) mod lease;
+pub(crate) mod pci_driver;
 pub(crate) mod sync;
 
 use kernel::{bindings, device, pci};

@@ -113,6 +113,9 @@ pub(crate) struct IdentifyController {
     pub(crate) ver: u32,
     /// Optional Asynchronous Events Supported.
     pub(crate) oaes: u32,
+    /// RTD3 Entry Latency: how long a normal shutdown may take, in microseconds (0: not
+    /// reported).
+    pub(crate) rtd3e: u32,
     /// Optional Admin Command Support.
     pub(crate) oacs: u16,
     /// Abort Command Limit (0's based).
@@ -155,6 +158,7 @@ impl IdentifyController {
             cntlid: le16(b, 78),
             ver: le32(b, 80),
             oaes: le32(b, 92),
+            rtd3e: le32(b, 88),
             crdt: [le16(b, 134), le16(b, 136), le16(b, 138)],
             oacs: le16(b, 256),
             acl: b[258],
@@ -190,6 +194,15 @@ impl IdentifyController {
     }
 
     /// A volatile write cache is present.
+    /// How long to wait for a normal shutdown, as the C driver: RTD3E in whole seconds,
+    /// at least `default_ms`, at most 60 s.
+    pub(crate) fn shutdown_timeout_ms(&self, default_ms: u32) -> u32 {
+        if self.rtd3e == 0 {
+            return default_ms;
+        }
+        (self.rtd3e / 1_000_000 * 1000).clamp(default_ms, 60_000)
+    }
+
     /// Whether the host should enable Advanced Command Retry (Host Behavior Support), as
     /// the C driver: when the controller has a retry delay to ask for.
     pub(crate) fn wants_acre(&self) -> bool {
