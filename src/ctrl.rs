@@ -16,7 +16,7 @@ use crate::{
     ioctl::{CtrlChar, CtrlLink},
     ioq::{self, IoQueue},
     kernel_ext::{
-        blk::TagSet,
+        blk::{TagSet, TagSetRef},
         chardev::CharDev,
         dma as kdma,
         irq::{IrqKind, IrqSet, IrqTypes},
@@ -602,15 +602,41 @@ impl Controller<'_> {
     /// the controller gets a normal shutdown (CC.SHN), so it flushes its cache and records
     /// a safe shutdown, as C's `nvme_shutdown`. The driver stays bound; nothing is freed.
     pub(crate) fn shutdown(&self) {
+        if !self.with_tagset(reset::shut_down) {
+            // No I/O queues: nothing to fail.
+            self.hw.shutdown();
+        }
+    }
+
+    /// The PCI function is about to be reset (FLR): stop the controller and take every
+    /// command back, to be retried once [`Self::function_reset_done`] brought it back,
+    /// as C's `nvme_reset_prepare`.
+    pub(crate) fn function_reset_prepare(&self) {
+        if !self.with_tagset(reset::function_reset_prepare) {
+            let _ = self.hw.disable();
+        }
+    }
+
+    /// The function reset is over: enable the controller again, as a reset does.
+    pub(crate) fn function_reset_done(&self) {
+        if !self.with_tagset(reset::function_reset_done) {
+            let _ = self.hw.enable();
+        }
+    }
+
+    /// Runs `f` on the tag set, if the controller has I/O queues; false if it has none.
+    fn with_tagset(&self, f: fn(&TagSetRef<'_, NvmeBlk>)) -> bool {
         let disks = self.shared.as_ref().map(|sh| sh.disks.lock());
         let ts = match &disks {
             Some(d) => d.as_ref(),
             None => self.tagset.as_ref(),
         };
         match ts {
-            Some(ts) => reset::shut_down(&ts.handle()),
-            // No I/O queues: nothing to fail.
-            None => self.hw.shutdown(),
+            Some(ts) => {
+                f(&ts.handle());
+                true
+            }
+            None => false,
         }
     }
 }

@@ -2,7 +2,7 @@
 
 //! The PCI driver: matches NVMe controllers by class code and hands them to [`Controller`].
 
-use crate::{ctrl::Controller, kernel_ext::pci_driver::Shutdown};
+use crate::{ctrl::Controller, kernel_ext::pci_driver::DriverExt};
 use core::pin::Pin;
 use kernel::{device::Core, pci, prelude::*};
 
@@ -30,15 +30,23 @@ impl pci::Driver for RnvmeDriver {
         pdev: &'bound pci::Device<Core<'_>>,
         _info: Option<&'bound Self::IdInfo>,
     ) -> impl PinInit<Self::Data<'bound>, Error> + 'bound {
-        crate::kernel_ext::pci_driver::set_shutdown::<Self>(pdev);
+        crate::kernel_ext::pci_driver::attach::<Self>(pdev);
         Controller::probe(pdev)
     }
 }
 
-impl Shutdown for RnvmeDriver {
+impl DriverExt for RnvmeDriver {
     type Data<'bound> = Controller<'bound>;
 
     fn shutdown(ctrl: Pin<&Controller<'_>>) {
         ctrl.shutdown();
+    }
+
+    fn reset_prepare(ctrl: Pin<&Controller<'_>>) {
+        ctrl.function_reset_prepare();
+    }
+
+    fn reset_done(ctrl: Pin<&Controller<'_>>) {
+        ctrl.function_reset_done();
     }
 }

@@ -72,6 +72,8 @@ pub(crate) struct Hw<'b> {
     abort_limit: Atomic<u32>,
     /// How long a normal shutdown may take, in milliseconds (from RTD3E).
     shutdown_ms: Atomic<u32>,
+    /// The PCI core is resetting the function (between `reset_prepare` and `reset_done`).
+    function_reset: Atomic<bool>,
     /// Resets done, for the log and tests.
     resets: Atomic<u32>,
     /// Asynchronous Event Configuration to set after every enable (0: none).
@@ -100,6 +102,7 @@ impl<'b> Hw<'b> {
                 state: Atomic::new(State::Live as u32),
                 abort_limit: Atomic::new(1),
                 shutdown_ms: Atomic::new(DEFAULT_SHUTDOWN_MS),
+                function_reset: Atomic::new(false),
                 resets: Atomic::new(0),
                 aen_config: Atomic::new(0),
                 reset_lock <- new_mutex!(()),
@@ -136,6 +139,15 @@ impl<'b> Hw<'b> {
     pub(crate) fn set_shutdown_timeout(&self, id: &IdentifyController) {
         self.shutdown_ms
             .store(id.shutdown_timeout_ms(DEFAULT_SHUTDOWN_MS), Relaxed);
+    }
+
+    /// Marks a function reset as started or over; returns whether one was running.
+    pub(crate) fn set_function_reset(&self, on: bool) -> bool {
+        self.function_reset.xchg(on, Relaxed)
+    }
+
+    pub(crate) fn in_function_reset(&self) -> bool {
+        self.function_reset.load(Relaxed)
     }
 
     /// Resets done so far.

@@ -157,6 +157,10 @@ fn reset_unless_after(set: &TagSetRef<'_, NvmeBlk>, why: &str, seen: Option<u32>
     if hw.state() == State::Dead {
         return Err(ENODEV);
     }
+    if hw.in_function_reset() {
+        // The PCI core resets the function; `function_reset_done` brings it back.
+        return Err(EBUSY);
+    }
     if seen.is_some_and(|seen| hw.resets() != seen) {
         return Ok(false);
     }
@@ -298,6 +302,63 @@ pub(crate) fn shut_down(set: &TagSetRef<'_, NvmeBlk>) {
     hw.admin.cancel();
     cancel_in_flight(set, Status::HOST_ABORTED_DNR);
     set.unquiesce();
+}
+
+/// The PCI function is about to be reset (FLR): stop the controller, deliver what it
+/// completed, take every other command back (retried once the controller is back) and
+/// keep the queues quiesced until [`function_reset_done`]. Other resets wait for it.
+pub(crate) fn function_reset_prepare(set: &TagSetRef<'_, NvmeBlk>) {
+    let io = set.data();
+    let hw = &io.hw;
+    let _serial = hw.reset_lock.lock();
+    if hw.state() == State::Dead {
+        return;
+    }
+    hw.set_state(State::Resetting);
+    hw.set_function_reset(true);
+    dev_info!(
+        hw.dev(),
+        "rnvme{}: function reset: stopping the controller\n",
+        hw.instance
+    );
+    set.quiesce();
+    // A controller that does not stop loses bus mastering (`Hw::disable`).
+    let _ = hw.disable();
+    for q in io.queues.iter() {
+        q.process();
+    }
+    hw.admin.process();
+    hw.admin.cancel();
+    cancel_in_flight(set, Status::HOST_ABORTED);
+}
+
+/// The function reset is over (config space restored): bring the controller back with its
+/// queues, as a reset does, or declare it dead.
+pub(crate) fn function_reset_done(set: &TagSetRef<'_, NvmeBlk>) {
+    let io = set.data();
+    let hw = &io.hw;
+    let _serial = hw.reset_lock.lock();
+    if !hw.set_function_reset(false) {
+        // The controller was dead before: nothing was stopped.
+        return;
+    }
+    hw.count_reset();
+    match restart(io) {
+        Ok(()) => {
+            hw.set_state(State::Live);
+            set.unquiesce();
+            dev_info!(hw.dev(), "rnvme{}: function reset done\n", hw.instance);
+        }
+        Err(e) => {
+            dev_err!(
+                hw.dev(),
+                "rnvme{}: controller did not come back after a function reset ({})\n",
+                hw.instance,
+                e.to_errno()
+            );
+            mark_dead(set, hw);
+        }
+    }
 }
 
 /// The device is gone: fail everything, once.
