@@ -19,6 +19,11 @@ check insmod insmod /lib/rnvme.ko
 require_disk rnvme_disk ${R}n1
 require_disk c_driver_disk ${C}n1
 expect_eq block_size_before "4096 4096" "$(blockdev --getss ${R}n1) $(blockdev --getss ${C}n1)"
+# A queue limit set through sysfs (the block layer takes limits_lock, then freezes) before
+# the formats below change the limits of the frozen disk: lockdep (debug kernel) sees both
+# orders, and the kernel log must stay clean.
+echo 128 >/sys/block/$(basename ${R}n1)/queue/max_sectors_kb
+expect_eq max_sectors_kb_set 128 "$(cat /sys/block/$(basename ${R}n1)/queue/max_sectors_kb)"
 
 # pattern NAME: 64 KiB of random data in /tmp/NAME.
 pattern() { dd if=/dev/urandom of=/tmp/$1 bs=64k count=1 2>/dev/null; }
