@@ -171,6 +171,16 @@ fn reset_unless_after(set: &TagSetRef<'_, NvmeBlk>, why: &str, seen: Option<u32>
         "rnvme{}: resetting controller ({why}), reset {n}\n",
         hw.instance
     );
+    let stopped = stop(set);
+    bring_back(set, stopped, "reset").map(|()| true)
+}
+
+/// Quiesces the queues and disables the controller (one that does not stop loses bus
+/// mastering: `Hw::disable`), delivers what it completed before it stopped and takes every
+/// other command back with "aborted by host" (retried). Returns whether it stopped.
+fn stop(set: &TagSetRef<'_, NvmeBlk>) -> Result {
+    let io = set.data();
+    let hw = &io.hw;
     set.quiesce();
     let stopped = hw.disable();
     // What completed before the controller stopped is good: deliver it.
@@ -180,18 +190,25 @@ fn reset_unless_after(set: &TagSetRef<'_, NvmeBlk>, why: &str, seen: Option<u32>
     hw.admin.process();
     hw.admin.cancel();
     cancel_in_flight(set, Status::HOST_ABORTED);
+    stopped
+}
 
+/// Brings a controller [`stop`] stopped back with its queues and resumes I/O, or
+/// declares it dead if it did not stop or does not come back.
+fn bring_back(set: &TagSetRef<'_, NvmeBlk>, stopped: Result, what: &str) -> Result {
+    let io = set.data();
+    let hw = &io.hw;
     match stopped.and_then(|()| restart(io)) {
         Ok(()) => {
             hw.set_state(State::Live);
             set.unquiesce();
-            dev_info!(hw.dev(), "rnvme{}: reset done\n", hw.instance);
-            Ok(true)
+            dev_info!(hw.dev(), "rnvme{}: {what} done\n", hw.instance);
+            Ok(())
         }
         Err(e) => {
             dev_err!(
                 hw.dev(),
-                "rnvme{}: reset failed ({}): controller disabled, I/O will fail\n",
+                "rnvme{}: {what} failed ({}): controller disabled, I/O will fail\n",
                 hw.instance,
                 e.to_errno()
             );
@@ -321,15 +338,8 @@ pub(crate) fn function_reset_prepare(set: &TagSetRef<'_, NvmeBlk>) {
         "rnvme{}: function reset: stopping the controller\n",
         hw.instance
     );
-    set.quiesce();
-    // A controller that does not stop loses bus mastering (`Hw::disable`).
-    let _ = hw.disable();
-    for q in io.queues.iter() {
-        q.process();
-    }
-    hw.admin.process();
-    hw.admin.cancel();
-    cancel_in_flight(set, Status::HOST_ABORTED);
+    // A controller that does not stop loses bus mastering; the reset stops it anyway.
+    let _ = stop(set);
 }
 
 /// The function reset is over (config space restored): bring the controller back with its
@@ -343,22 +353,8 @@ pub(crate) fn function_reset_done(set: &TagSetRef<'_, NvmeBlk>) {
         return;
     }
     hw.count_reset();
-    match restart(io) {
-        Ok(()) => {
-            hw.set_state(State::Live);
-            set.unquiesce();
-            dev_info!(hw.dev(), "rnvme{}: function reset done\n", hw.instance);
-        }
-        Err(e) => {
-            dev_err!(
-                hw.dev(),
-                "rnvme{}: controller did not come back after a function reset ({})\n",
-                hw.instance,
-                e.to_errno()
-            );
-            mark_dead(set, hw);
-        }
-    }
+    // The function reset left the controller disabled, whether or not it stopped before.
+    let _ = bring_back(set, Ok(()), "function reset");
 }
 
 /// The device is gone: fail everything, once.
