@@ -35,16 +35,19 @@ pub(crate) trait DriverExt {
 pub(crate) fn attach<T: DriverExt>(pdev: &pci::Device<Core<'_>>) {
     let raw = pci_dev_raw(pdev);
     let handlers: &'static bindings::pci_error_handlers = &ErrorHandlers::<T>::TABLE;
-    // SAFETY: `pdev` is being probed, so `dev.driver` points to the `struct device_driver`
-    // embedded in this module's registered `struct pci_driver` (`to_pci_driver`), which
-    // lives until the module is unloaded, after every device is unbound. Storing these
-    // pointers in it is how C drivers get the callbacks called; `handlers` is static.
-    unsafe {
-        let drv = (*raw).dev.driver;
-        let pdrv = drv
+    // SAFETY: `pdev` is being probed: `dev.driver` is this module's registered driver, the
+    // `driver` member of a `struct pci_driver` (`to_pci_driver`) alive until module unload.
+    let pdrv = unsafe {
+        (*raw)
+            .dev
+            .driver
             .cast::<u8>()
             .sub(core::mem::offset_of!(bindings::pci_driver, driver))
-            .cast::<bindings::pci_driver>();
+            .cast::<bindings::pci_driver>()
+    };
+    // SAFETY: `pdrv` is live (above); C drivers set these members the same way, and every
+    // probe stores the same pointers. `handlers` is static.
+    unsafe {
         (*pdrv).shutdown = Some(shutdown_callback::<T>);
         (*pdrv).err_handler = handlers;
     }
