@@ -59,6 +59,10 @@ pub(crate) fn timeout(
         give_up(&set, "controller is dead");
         return Timeout::Done;
     }
+    if hw.state() == State::Resetting {
+        // The reset takes every request back (a fatal status too: it is reset already).
+        return Timeout::ResetTimer;
+    }
     if s & csts::CFS != 0 {
         return reset_for(&set, q, rq, seen, "controller fatal status");
     }
@@ -71,10 +75,6 @@ pub(crate) fn timeout(
             hw.instance
         );
         return Timeout::Done;
-    }
-    if hw.state() == State::Resetting {
-        // The reset takes every request back.
-        return Timeout::ResetTimer;
     }
     // Aborts have the admin timeout, as in the C driver: one the controller has not
     // completed by then it has lost, and it holds an abort slot for good.

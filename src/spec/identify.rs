@@ -193,14 +193,13 @@ impl IdentifyController {
         cap.mpsmin_pages_bytes(self.mdts)
     }
 
-    /// A volatile write cache is present.
-    /// How long to wait for a normal shutdown, as the C driver: RTD3E in whole seconds,
-    /// at least `default_ms`, at most 60 s.
+    /// How long to wait for a normal shutdown, as the C driver: RTD3E in whole seconds
+    /// (rounded up), at least `default_ms`, at most 60 s.
     pub(crate) fn shutdown_timeout_ms(&self, default_ms: u32) -> u32 {
         if self.rtd3e == 0 {
             return default_ms;
         }
-        (self.rtd3e / 1_000_000 * 1000).clamp(default_ms, 60_000)
+        (self.rtd3e.div_ceil(1_000_000) * 1000).clamp(default_ms, 60_000)
     }
 
     /// Whether the host should enable Advanced Command Retry (Host Behavior Support), as
@@ -209,6 +208,7 @@ impl IdentifyController {
         self.crdt[0] != 0
     }
 
+    /// A volatile write cache is present.
     pub(crate) fn has_volatile_write_cache(&self) -> bool {
         self.vwc & 1 != 0
     }
