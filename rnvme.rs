@@ -30,6 +30,8 @@ mod kernel_ext;
 mod ns;
 #[path = "src/params.rs"]
 mod params;
+#[path = "src/power.rs"]
+mod power;
 #[path = "src/queue.rs"]
 mod queue;
 #[path = "src/regs.rs"]

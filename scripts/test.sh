@@ -244,6 +244,43 @@ $out"
 	fi
 }
 
+# bg_vm_done NAME RUNNER QMP: waits for a VM started in the background with a QMP socket,
+# then reports it as run_vm does.
+bg_vm_done() {
+	wait "$2"
+	local rc=$?
+	rm -f "$3"
+	guest_results "$1"
+	vm_status "$1" $rc
+}
+
+# hmp_vm NAME FLAVOUR QEMU-OPTIONS... -- GUEST-COMMAND: run_vm, with the guest asking the
+# host for QEMU monitor commands: each line "RNVME-HMP SEQ COMMAND..." on its results
+# channel is run once, in order, and its reply logged ($LOGS/NAME.hmp.log). The guest
+# checks the effect itself (an injected PCI error reported, recovered).
+hmp_vm() {
+	local name=$1 flavour=$2
+	shift 2
+	[[ -n ${RNVME_TEST_ONLY:-} && ! $name =~ $RNVME_TEST_ONLY ]] && return
+	local log=$LOGS/$name.console.log qmp=/tmp/rnvme-qmp-$$.sock res=$LOGS/$name.results
+	say "VM scenario $name ($flavour kernel)"
+	"$RNVME_ROOT/qemu/run" --flavour "$flavour" --quiet --log "$log" \
+		--results "$res" --trace "$TRACE_EVENTS" --trace-file "$LOGS/$name.trace" \
+		--qmp "$qmp" "$@" >"$LOGS/$name.run.log" 2>&1 &
+	local runner=$! done=0 seq cmd
+	while kill -0 $runner 2>/dev/null; do
+		while read -r seq cmd; do
+			[ "$seq" -eq $((done + 1)) ] || continue
+			echo "$seq $cmd: $("$RNVME_ROOT/qemu/qmp" "$qmp" human-monitor-command \
+				"$(python3 -c 'import json,sys; print(json.dumps({"command-line": sys.argv[1]}))' "$cmd")" 2>&1)" \
+				>>"$LOGS/$name.hmp.log"
+			done=$seq
+		done < <(tr -d '\r' <"$res" 2>/dev/null | sed -n 's/^RNVME-HMP //p')
+		sleep 0.2
+	done
+	bg_vm_done "$name" $runner "$qmp"
+}
+
 # Controller removal under I/O: the host deletes nvme1 over QMP when the guest is ready,
 # and adds it back when the guest saw it go.
 hotplug_test() {
@@ -278,11 +315,7 @@ hotplug_test() {
 		fi
 		sleep 0.2
 	done
-	wait $runner
-	local rc=$?
-	rm -f "$qmp"
-	guest_results "$name"
-	vm_status "$name" $rc
+	bg_vm_done "$name" $runner "$qmp"
 }
 
 for flavour in $FLAVOURS; do
@@ -315,13 +348,13 @@ for flavour in $FLAVOURS; do
 	# and longer VM timeouts.
 	img=$RNVME_ROOT/out/test-images/$flavour
 	rm -rf "$img"
-	mkdir -p "$img"/{io,lba4k,mdts1,queues1,msix1,poll,aen,errors,timeout,stress,dead,format,busmaster,swiotlb}
+	mkdir -p "$img"/{io,lba4k,mdts1,queues1,msix1,poll,aen,errors,timeout,stress,dead,format,busmaster,swiotlb,power,aer}
 	if [ "$flavour" = base ]; then
 		T=900 BASIC_CTRLS=3 BASIC_NS=2 IO_ENV='LBA=512 HOSTCHECK=1' IO_SIZE=256M FUZZ_N=3000
-		CYCLES=50
+		CYCLES=50 SLEEP_ROUNDS=20
 	else
 		T=1800 BASIC_CTRLS=2 BASIC_NS=1 IO_ENV='QUICK=1 FIO_SIZE=8M' IO_SIZE=128M FUZZ_N=1000
-		CYCLES=10
+		CYCLES=10 SLEEP_ROUNDS=20
 	fi
 
 	# Bring-up: probe, identify, unbind/bind, 20 load cycles, beside the C driver.
@@ -353,6 +386,14 @@ for flavour in $FLAVOURS; do
 	# Bus Master Enable cleared under fio: the reset restores it (rnvme and the C driver).
 	run_vm "busmaster-$flavour" "$flavour" --ctrls 2 --backend image --image-dir "$img/busmaster" \
 		--size 64M --timeout $T -- 'sh /guest/busmaster.sh'
+	# System sleep under fio (pm_test): suspend to RAM and to idle, hibernation; rnvme beside
+	# the C driver, which the same transitions suspend.
+	run_vm "power-$flavour" "$flavour" --ctrls 2 --backend image --image-dir "$img/power" \
+		--size 64M --timeout $T -- "ROUNDS=$SLEEP_ROUNDS sh /guest/power.sh"
+	# PCIe errors injected by QEMU (AER) and a secondary bus reset under fio, on a q35
+	# machine: rnvme beside the C driver, where recovery works and where it fails.
+	hmp_vm "aer-$flavour" "$flavour" --machine q35 --ctrls 3 --untrained-ctrls 1 --backend image \
+		--image-dir "$img/aer" --size 64M --timeout $T -- 'sh /guest/aer.sh'
 	# Polled queues (io_uring IOPOLL) without interrupts.
 	run_vm "poll-$flavour" "$flavour" --ctrls 1 --backend image --image-dir "$img/poll" \
 		--size 64M --timeout $T -- 'sh /guest/poll.sh'

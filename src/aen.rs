@@ -53,6 +53,8 @@ pub(crate) struct AsyncEvents {
     dead: AtomicBool,
     /// An admin command of the driver timed out: the work resets the controller.
     reset: AtomicBool,
+    /// The controller came back from system sleep: the work rescans its namespaces.
+    rescan: AtomicBool,
     /// Set at teardown: completions no longer queue the work.
     closed: AtomicBool,
 }
@@ -68,6 +70,9 @@ impl WorkItem for AsyncEvents {
         if this.reset.swap(false, Relaxed) {
             // Failures are logged, and a controller that does not come back is dead.
             let _ = this.link.with(|s| s.reset("admin command timeout"));
+        }
+        if this.rescan.swap(false, Relaxed) {
+            this.link.with(|s| s.rescan_after(format_args!("resume")));
         }
         if this.dead.swap(false, Relaxed) {
             this.link.with(|s| s.mark_disks_dead());
@@ -91,6 +96,7 @@ impl AsyncEvents {
                 event: AtomicBool::new(false),
                 dead: AtomicBool::new(false),
                 reset: AtomicBool::new(false),
+                rescan: AtomicBool::new(false),
                 closed: AtomicBool::new(false),
             }),
             GFP_KERNEL,
@@ -116,6 +122,13 @@ impl AsyncEvents {
     /// controller.
     pub(crate) fn reset_needed(self: &Arc<Self>) {
         self.reset.store(true, Relaxed);
+        self.queue();
+    }
+
+    /// The controller came back from system sleep (any context): the work rescans its
+    /// namespaces, as C's reset work does (`nvme_queue_scan`).
+    pub(crate) fn rescan_needed(self: &Arc<Self>) {
+        self.rescan.store(true, Relaxed);
         self.queue();
     }
 
@@ -178,13 +191,7 @@ impl Shared<'_> {
                 get_log_page(LOG_CHANGED_NS_LIST),
                 "Get Log Page (Changed Namespace List)",
             );
-            if let Err(e) = self.scan_namespaces() {
-                dev_warn!(
-                    self.hw.dev(),
-                    "rnvme{inst}: rescan after namespace change failed: {}\n",
-                    e.to_errno()
-                );
-            }
+            self.rescan_after(format_args!("namespace change"));
         }
         if let Err(e) = self.hw.admin.submit_aer() {
             dev_warn!(

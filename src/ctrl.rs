@@ -16,11 +16,12 @@ use crate::{
     ioctl::{CtrlChar, CtrlLink},
     ioq::{self, IoQueue},
     kernel_ext::{
-        blk::{TagSet, TagSetRef},
+        blk::TagSet,
         chardev::CharDev,
         dma as kdma,
         irq::{IrqKind, IrqSet, IrqTypes},
         lease::Lease,
+        pci_save_state,
     },
     ns, params,
     queue::{Queue, ShadowDoorbells},
@@ -141,7 +142,7 @@ pub(crate) struct Shared<'b> {
 pub(crate) struct Controller<'b> {
     chardev: Option<Pin<KBox<CharDev<CtrlChar>>>>,
     link: Arc<CtrlLink>,
-    events: Option<Arc<AsyncEvents>>,
+    pub(crate) events: Option<Arc<AsyncEvents>>,
     /// Counters of every queue, in debugfs.
     debugfs: Option<DebugDir>,
     /// Faults tests inject, through debugfs.
@@ -149,14 +150,14 @@ pub(crate) struct Controller<'b> {
     queue_stats: KVec<(u16, Arc<QueueStats>)>,
     irqs: Option<IrqSet<'b, QueueIrq<'b>>>,
     /// Until `shared` is built.
-    tagset: Option<TagSet<'b, NvmeBlk>>,
-    shared: Option<Arc<Shared<'b>>>,
+    pub(crate) tagset: Option<TagSet<'b, NvmeBlk>>,
+    pub(crate) shared: Option<Arc<Shared<'b>>>,
     /// I/O queues created on the device (ids 1..=io_queues), deleted on teardown.
     io_queues: u16,
     nr_io: u16,
     nr_poll: u16,
-    hw: Arc<Hw<'b>>,
-    pdev: &'b pci::Device<Bound>,
+    pub(crate) hw: Arc<Hw<'b>>,
+    pub(crate) pdev: &'b pci::Device<Bound>,
     instance: Instance,
     id: Option<IdentifyController>,
     effects: Option<KBox<AdminEffects>>,
@@ -242,6 +243,8 @@ impl<'b> Controller<'b> {
         }
         ctrl.inject(13)?;
         ctrl.publish()?;
+        // For the slot reset of PCI error recovery, which loses it (C's `nvme_pci_enable`).
+        pci_save_state(bdev);
         Ok(ctrl)
     }
 
@@ -594,50 +597,6 @@ impl<'b> Shared<'b> {
         let ts = disks.as_ref()?;
         let shift = ts.find_disk(|ns| ns.nsid() == nsid)?.data().lba_shift();
         Some(shift)
-    }
-}
-
-impl Controller<'_> {
-    /// The system goes down (power-off, reboot, kexec): new and outstanding I/O fails and
-    /// the controller gets a normal shutdown (CC.SHN), so it flushes its cache and records
-    /// a safe shutdown, as C's `nvme_shutdown`. The driver stays bound; nothing is freed.
-    pub(crate) fn shutdown(&self) {
-        if !self.with_tagset(reset::shut_down) {
-            // No I/O queues: nothing to fail.
-            self.hw.shutdown();
-        }
-    }
-
-    /// The PCI function is about to be reset (FLR): stop the controller and take every
-    /// command back, to be retried once [`Self::function_reset_done`] brought it back,
-    /// as C's `nvme_reset_prepare`.
-    pub(crate) fn function_reset_prepare(&self) {
-        if !self.with_tagset(reset::function_reset_prepare) {
-            let _ = self.hw.disable();
-        }
-    }
-
-    /// The function reset is over: enable the controller again, as a reset does.
-    pub(crate) fn function_reset_done(&self) {
-        if !self.with_tagset(reset::function_reset_done) {
-            let _ = self.hw.enable();
-        }
-    }
-
-    /// Runs `f` on the tag set, if the controller has I/O queues; false if it has none.
-    fn with_tagset(&self, f: fn(&TagSetRef<'_, NvmeBlk>)) -> bool {
-        let disks = self.shared.as_ref().map(|sh| sh.disks.lock());
-        let ts = match &disks {
-            Some(d) => d.as_ref(),
-            None => self.tagset.as_ref(),
-        };
-        match ts {
-            Some(ts) => {
-                f(&ts.handle());
-                true
-            }
-            None => false,
-        }
     }
 }
 

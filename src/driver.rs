@@ -2,7 +2,10 @@
 
 //! The PCI driver: matches NVMe controllers by class code and hands them to [`Controller`].
 
-use crate::{ctrl::Controller, kernel_ext::pci_driver::DriverExt};
+use crate::{
+    ctrl::Controller,
+    kernel_ext::pci_driver::{ChannelState, DriverExt, ErsResult},
+};
 use core::pin::Pin;
 use kernel::{device::Core, pci, prelude::*};
 
@@ -48,5 +51,29 @@ impl DriverExt for RnvmeDriver {
 
     fn reset_done(ctrl: Pin<&Controller<'_>>) {
         ctrl.function_reset_done();
+    }
+
+    fn suspend(ctrl: Pin<&Controller<'_>>) -> Result {
+        ctrl.suspend()
+    }
+
+    fn resume(ctrl: Pin<&Controller<'_>>) -> Result {
+        ctrl.resume()
+    }
+
+    fn error_detected(ctrl: Pin<&Controller<'_>>, state: ChannelState) -> ErsResult {
+        ctrl.error_detected(state)
+    }
+
+    fn mmio_enabled(ctrl: Pin<&Controller<'_>>) -> ErsResult {
+        ctrl.mmio_enabled()
+    }
+
+    fn slot_reset(ctrl: Pin<&Controller<'_>>) -> ErsResult {
+        ctrl.slot_reset()
+    }
+
+    fn error_resume(ctrl: Pin<&Controller<'_>>) {
+        ctrl.error_resume();
     }
 }

@@ -9,6 +9,8 @@
 //!   which widens the window in which two namespaces' timeouts race to reset it.
 //! - `lose_abort_completions`: the next N Abort completions are dropped, as if the
 //!   controller never posted them.
+//! - `fail_restart`: the next N times the controller is brought back (after a reset, a
+//!   resume, a slot reset) fail, as if it did not come back.
 
 use core::fmt;
 use kernel::{
@@ -31,6 +33,8 @@ pub(crate) struct Faults {
     reset_delay_ms: Atomic<u32>,
     /// Abort completions still to drop ([`ALWAYS`]: all of them).
     lost_aborts: Atomic<u32>,
+    /// Restarts still to fail ([`ALWAYS`]: all of them).
+    restarts: Atomic<u32>,
 }
 
 /// The faults' debugfs files.
@@ -39,6 +43,7 @@ pub(crate) enum Knob {
     FailDmaMap,
     ResetDelayMs,
     LoseAbortCompletions,
+    FailRestart,
 }
 
 impl Faults {
@@ -48,6 +53,7 @@ impl Faults {
                 dma_map: Atomic::new(0),
                 reset_delay_ms: Atomic::new(0),
                 lost_aborts: Atomic::new(0),
+                restarts: Atomic::new(0),
             },
             GFP_KERNEL,
         )?)
@@ -63,6 +69,11 @@ impl Faults {
         take(&self.lost_aborts)
     }
 
+    /// Whether this restart of the controller is to fail (consumes one).
+    pub(crate) fn fail_restart(&self) -> bool {
+        take(&self.restarts)
+    }
+
     /// Sleeps for `reset_delay_ms`, if set, before a timeout resets the controller.
     pub(crate) fn delay_reset(&self) {
         let ms = self.reset_delay_ms.load(Relaxed);
@@ -76,6 +87,7 @@ impl Faults {
             Knob::FailDmaMap => &self.dma_map,
             Knob::ResetDelayMs => &self.reset_delay_ms,
             Knob::LoseAbortCompletions => &self.lost_aborts,
+            Knob::FailRestart => &self.restarts,
         }
     }
 

@@ -72,8 +72,10 @@ pub(crate) struct Hw<'b> {
     abort_limit: Atomic<u32>,
     /// How long a normal shutdown may take, in milliseconds (from RTD3E).
     shutdown_ms: Atomic<u32>,
-    /// The PCI core is resetting the function (between `reset_prepare` and `reset_done`).
-    function_reset: Atomic<bool>,
+    /// The PCI core holds the function: between `reset_prepare` and `reset_done`, suspend
+    /// and resume, a frozen link and its slot reset. Timeouts wait; the release brings the
+    /// controller back.
+    held: Atomic<bool>,
     /// Resets done, for the log and tests.
     resets: Atomic<u32>,
     /// Asynchronous Event Configuration to set after every enable (0: none).
@@ -102,7 +104,7 @@ impl<'b> Hw<'b> {
                 state: Atomic::new(State::Live as u32),
                 abort_limit: Atomic::new(1),
                 shutdown_ms: Atomic::new(DEFAULT_SHUTDOWN_MS),
-                function_reset: Atomic::new(false),
+                held: Atomic::new(false),
                 resets: Atomic::new(0),
                 aen_config: Atomic::new(0),
                 reset_lock <- new_mutex!(()),
@@ -141,13 +143,13 @@ impl<'b> Hw<'b> {
             .store(id.shutdown_timeout_ms(DEFAULT_SHUTDOWN_MS), Relaxed);
     }
 
-    /// Marks a function reset as started or over; returns whether one was running.
-    pub(crate) fn set_function_reset(&self, on: bool) -> bool {
-        self.function_reset.xchg(on, Relaxed)
+    /// Marks the function as held by the PCI core or released; returns whether it was held.
+    pub(crate) fn set_held(&self, on: bool) -> bool {
+        self.held.xchg(on, Relaxed)
     }
 
-    pub(crate) fn in_function_reset(&self) -> bool {
-        self.function_reset.load(Relaxed)
+    pub(crate) fn is_held(&self) -> bool {
+        self.held.load(Relaxed)
     }
 
     /// Resets done so far.

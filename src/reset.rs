@@ -157,8 +157,8 @@ fn reset_unless_after(set: &TagSetRef<'_, NvmeBlk>, why: &str, seen: Option<u32>
     if hw.state() == State::Dead {
         return Err(ENODEV);
     }
-    if hw.in_function_reset() {
-        // The PCI core resets the function; `function_reset_done` brings it back.
+    if hw.is_held() {
+        // The PCI core holds the function; `release` brings it back.
         return Err(EBUSY);
     }
     if seen.is_some_and(|seen| hw.resets() != seen) {
@@ -171,18 +171,37 @@ fn reset_unless_after(set: &TagSetRef<'_, NvmeBlk>, why: &str, seen: Option<u32>
         "rnvme{}: resetting controller ({why}), reset {n}\n",
         hw.instance
     );
-    let stopped = stop(set);
+    let stopped = stop(set, Halt::Disable);
     bring_back(set, stopped, "reset").map(|()| true)
 }
 
-/// Quiesces the queues and disables the controller (one that does not stop loses bus
-/// mastering: `Hw::disable`), delivers what it completed before it stopped and takes every
-/// other command back with "aborted by host" (retried). Returns whether it stopped.
-fn stop(set: &TagSetRef<'_, NvmeBlk>) -> Result {
+/// How [`stop`] stops the controller.
+#[derive(Clone, Copy)]
+pub(crate) enum Halt {
+    /// Clear CC.EN (a reset follows).
+    Disable,
+    /// Normal shutdown (CC.SHN), then disable: the controller may lose power.
+    Shutdown,
+    /// Leave the registers alone: the link is frozen, a slot reset follows.
+    Untouched,
+}
+
+/// Quiesces the queues and stops the controller as `halt` says (one that does not stop
+/// loses bus mastering: `Hw::disable`), delivers what it completed before it stopped and
+/// takes every other command back with "aborted by host" (retried). Returns whether it
+/// stopped.
+fn stop(set: &TagSetRef<'_, NvmeBlk>, halt: Halt) -> Result {
     let io = set.data();
     let hw = &io.hw;
     set.quiesce();
-    let stopped = hw.disable();
+    let stopped = match halt {
+        Halt::Disable => hw.disable(),
+        Halt::Shutdown => {
+            hw.shutdown();
+            Ok(())
+        }
+        Halt::Untouched => Ok(()),
+    };
     // What completed before the controller stopped is good: deliver it.
     for q in io.queues.iter() {
         q.process();
@@ -256,6 +275,19 @@ fn enable_again(hw: &Hw<'_>, nr: u16) -> Result {
 /// Brings a disabled controller back with the queues it had.
 fn restart(io: &IoSet<'_>) -> Result {
     let hw = &io.hw;
+    if io
+        .queues
+        .iter()
+        .next()
+        .is_some_and(|q| q.faults.fail_restart())
+    {
+        dev_err!(
+            hw.dev(),
+            "rnvme{}: restart failed (injected)\n",
+            hw.instance
+        );
+        return Err(EIO);
+    }
     for q in io.queues.iter() {
         q.queue.reset()?;
     }
@@ -287,6 +319,7 @@ fn restart(io: &IoSet<'_>) -> Result {
 /// Declares the controller dead: stops it, fails what is in flight and what comes later.
 fn mark_dead(set: &TagSetRef<'_, NvmeBlk>, hw: &Hw<'_>) {
     hw.set_state(State::Dead);
+    hw.set_held(false);
     for q in set.data().queues.iter() {
         q.set_dead();
     }
@@ -321,50 +354,76 @@ pub(crate) fn shut_down(set: &TagSetRef<'_, NvmeBlk>) {
     set.unquiesce();
 }
 
-/// The PCI function is about to be reset (FLR): stop the controller, deliver what it
-/// completed, take every other command back (retried once the controller is back) and
-/// keep the queues quiesced until [`function_reset_done`]. Other resets wait for it.
-pub(crate) fn function_reset_prepare(set: &TagSetRef<'_, NvmeBlk>) {
+/// The PCI core takes the function (a function reset, system sleep, a frozen link): stop
+/// the controller as `halt` says, deliver what it completed, take every other command back
+/// (retried once the controller is back) and keep the queues quiesced until [`release`].
+/// Other resets wait for it. Returns false if the controller is dead (nothing to hold).
+pub(crate) fn hold(set: &TagSetRef<'_, NvmeBlk>, halt: Halt, why: &str) -> bool {
     let io = set.data();
     let hw = &io.hw;
     let _serial = hw.reset_lock.lock();
     if hw.state() == State::Dead {
-        return;
+        return false;
+    }
+    if hw.set_held(true) {
+        return true;
     }
     hw.set_state(State::Resetting);
-    hw.set_function_reset(true);
     dev_info!(
         hw.dev(),
-        "rnvme{}: function reset: stopping the controller\n",
+        "rnvme{}: {why}: stopping the controller\n",
         hw.instance
     );
-    // A controller that does not stop loses bus mastering; the reset stops it anyway.
-    let _ = stop(set);
+    // A controller that does not stop loses bus mastering; what follows stops it anyway.
+    let _ = stop(set, halt);
+    true
 }
 
-/// The function reset is over (config space restored): bring the controller back with its
-/// queues, as a reset does, or declare it dead.
-pub(crate) fn function_reset_done(set: &TagSetRef<'_, NvmeBlk>) {
+/// The PCI core gives the function back: bring the controller [`hold`] stopped back with
+/// its queues, as a reset does, or declare it dead. Whatever it went through meanwhile
+/// (a function reset, a power loss, a hibernation image restored by another kernel), it
+/// starts disabled.
+pub(crate) fn release(set: &TagSetRef<'_, NvmeBlk>, what: &str) -> Result {
     let io = set.data();
     let hw = &io.hw;
     let _serial = hw.reset_lock.lock();
-    if !hw.set_function_reset(false) {
-        // The controller was dead before: nothing was stopped.
-        return;
+    if !hw.set_held(false) {
+        // Not held: dead before, or given up meanwhile.
+        return if hw.state() == State::Dead {
+            Err(ENODEV)
+        } else {
+            Ok(())
+        };
     }
     hw.count_reset();
-    // The function reset left the controller disabled, whether or not it stopped before.
-    let _ = bring_back(set, Ok(()), "function reset");
+    let stopped = hw.disable();
+    bring_back(set, stopped, what)
 }
 
-/// The device is gone: fail everything, once.
-fn give_up(set: &TagSetRef<'_, NvmeBlk>, why: &str) {
+/// A controller without I/O queues (so no disks) comes back from a hold: the admin queue
+/// only.
+pub(crate) fn restart_admin(hw: &Hw<'_>) -> Result {
+    let _serial = hw.reset_lock.lock();
+    hw.disable()?;
+    hw.admin.process();
+    hw.admin.cancel();
+    enable_again(hw, 0)?;
+    hw.start_async_events(None);
+    Ok(())
+}
+
+/// The device is gone (or its link failed for good): fail everything, once.
+pub(crate) fn give_up(set: &TagSetRef<'_, NvmeBlk>, why: &str) {
     let io = set.data();
     let hw = &io.hw;
     let _serial = hw.reset_lock.lock();
     if hw.state() != State::Dead {
         dev_err!(hw.dev(), "rnvme{}: {why}: failing all I/O\n", hw.instance);
-        set.quiesce();
+        // A held function's queues are quiesced already; quiescing nests, and
+        // `mark_dead` unquiesces once.
+        if !hw.is_held() {
+            set.quiesce();
+        }
         mark_dead(set, hw);
     } else {
         cancel_in_flight(set, Status::HOST_ABORTED_DNR);

@@ -234,16 +234,21 @@ impl<'b> Shared<'b> {
             f()
         };
         if effects::needs_rescan(fx) {
-            if let Err(e) = self.scan_namespaces() {
-                dev_warn!(
-                    self.hw.dev(),
-                    "rnvme{}: rescan after admin command {opcode:#04x} failed: {}\n",
-                    self.hw.instance,
-                    e.to_errno()
-                );
-            }
+            self.rescan_after(format_args!("admin command {opcode:#04x}"));
         }
         r
+    }
+
+    /// Rescans the namespaces after `why`; failures are logged.
+    pub(crate) fn rescan_after(&self, why: core::fmt::Arguments<'_>) {
+        if let Err(e) = self.scan_namespaces() {
+            dev_warn!(
+                self.hw.dev(),
+                "rnvme{}: rescan after {why} failed: {}\n",
+                self.hw.instance,
+                e.to_errno()
+            );
+        }
     }
 
     /// `NVME_IOCTL_RESCAN`.

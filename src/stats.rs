@@ -144,6 +144,7 @@ impl DebugDir {
             (c"fail_dma_map", Knob::FailDmaMap),
             (c"reset_delay_ms", Knob::ResetDelayMs),
             (c"lose_abort_completions", Knob::LoseAbortCompletions),
+            (c"fail_restart", Knob::FailRestart),
         ];
         for (name, knob) in knobs {
             let file = self.dir.read_write_callback_file(

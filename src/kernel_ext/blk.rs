@@ -903,6 +903,8 @@ struct Disk<'a, T: BlkOps> {
     added: bool,
     /// Marked dead (`blk_mark_disk_dead`).
     dead: bool,
+    /// Frozen by [`TagSet::freeze_disks_non_owner`].
+    held: bool,
     /// Only reached through the request queue's `queuedata`.
     _data: Pin<KBox<T::DiskData<'a>>>,
 }
@@ -964,6 +966,32 @@ impl<'a, T: BlkOps> TagSet<'a, T> {
         Frozen {
             set: self,
             _noio: noio,
+        }
+    }
+
+    /// Freezes the request queues of every disk, as [`Self::freeze_disks`], until
+    /// [`Self::unfreeze_disks_non_owner`], which may run on another task (a resume after a
+    /// suspend, as C's `nvme_start_freeze` and `nvme_unfreeze`). No request is in flight
+    /// when this returns, and new ones wait at the queues' entrance, holding no tag.
+    /// Disks already held stay held once; a disk removed meanwhile is unfrozen first.
+    pub(crate) fn freeze_disks_non_owner(&mut self) {
+        let _noio = MemallocNoio::save();
+        for d in self.disks.iter_mut().filter(|d| d.added && !d.held) {
+            d.held = true;
+            // SAFETY: the disk is added and alive (invariant); unfrozen once, by
+            // `unfreeze_disks_non_owner` or when removed.
+            unsafe { bindings::blk_freeze_queue_start_non_owner((*d.disk.as_ptr()).queue) };
+        }
+        for d in self.disks.iter().filter(|d| d.held) {
+            // SAFETY: as above; the freeze was started.
+            unsafe { bindings::blk_mq_freeze_queue_wait((*d.disk.as_ptr()).queue) };
+        }
+    }
+
+    /// Ends what [`Self::freeze_disks_non_owner`] started.
+    pub(crate) fn unfreeze_disks_non_owner(&mut self) {
+        for d in self.disks.iter_mut() {
+            d.unfreeze_non_owner();
         }
     }
 
@@ -1161,6 +1189,7 @@ impl<'a, T: BlkOps> Disk<'a, T> {
             disk: unsafe { NonNull::new_unchecked(disk) },
             added: false,
             dead: false,
+            held: false,
             _data: data,
         };
         let name = kernel::str::CString::try_from_fmt(name)?;
@@ -1207,10 +1236,22 @@ impl<'a, T: BlkOps> Disk<'a, T> {
 
     /// Removes the disk from the system: waits for open I/O to finish and fails new I/O.
     fn remove(&mut self) {
+        self.unfreeze_non_owner();
         if self.added {
             self.added = false;
             // SAFETY: the disk was added (invariant) and is deleted once.
             unsafe { bindings::del_gendisk(self.disk.as_ptr()) };
+        }
+    }
+}
+
+impl<T: BlkOps> Disk<'_, T> {
+    fn unfreeze_non_owner(&mut self) {
+        if self.held {
+            self.held = false;
+            // SAFETY: the disk is alive (invariant) and its queue was frozen by
+            // `freeze_disks_non_owner`, once.
+            unsafe { bindings::blk_mq_unfreeze_queue_non_owner((*self.disk.as_ptr()).queue) };
         }
     }
 }

@@ -55,3 +55,20 @@ pub(crate) fn pci_clear_master(pdev: &pci::Device<device::Bound>) {
     // command register.
     unsafe { bindings::pci_clear_master(pci_dev_raw(pdev)) };
 }
+
+/// Saves the config space of a bound device (`pci_save_state`), for
+/// [`pci_restore_state`] after a reset that loses it (a slot reset in PCI error recovery).
+/// Upstream candidate: `pci::Device<Bound>::save_state`.
+pub(crate) fn pci_save_state(pdev: &pci::Device<device::Bound>) {
+    // SAFETY: `pdev` is a live, bound PCI device; `pci_save_state` reads its config space
+    // into the `pci_dev`'s own buffers. It cannot fail for a device that has them.
+    let _ = unsafe { bindings::pci_save_state(pci_dev_raw(pdev)) };
+}
+
+/// Restores the config space [`pci_save_state`] saved (`pci_restore_state`); does nothing
+/// if none is saved. Upstream candidate: `pci::Device<Bound>::restore_state`.
+pub(crate) fn pci_restore_state(pdev: &pci::Device<device::Bound>) {
+    // SAFETY: `pdev` is a live, bound PCI device; `pci_restore_state` writes its config
+    // space from the `pci_dev`'s saved state (if any) under the PCI core's locking.
+    unsafe { bindings::pci_restore_state(pci_dev_raw(pdev)) };
+}

@@ -1,15 +1,54 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! PCI driver callbacks the 7.3 `pci::Driver` trait lacks: `shutdown` (power-off, reboot,
-//! kexec) and the function reset hooks of `struct pci_error_handlers` (`reset_prepare`,
-//! `reset_done`: FLR through sysfs, VFIO, a hypervisor). Upstream candidate: these as
-//! `pci::Driver` methods, set by `pci::Adapter` like `probe` and `remove`.
+//! kexec), system sleep (`struct dev_pm_ops`: suspend and resume, hibernation's freeze,
+//! thaw, poweroff and restore) and `struct pci_error_handlers` (PCI error recovery, and the
+//! function reset hooks `reset_prepare`/`reset_done`: FLR or bus reset through sysfs, VFIO,
+//! a hypervisor). Upstream candidate: these as `pci::Driver` methods, set by
+//! `pci::Adapter` like `probe` and `remove`.
 
 use super::pci_dev_raw;
 use core::{marker::PhantomData, pin::Pin};
-use kernel::{bindings, device::Core, pci, prelude::*, types::ForeignOwnable};
+use kernel::{bindings, device::Core, ffi::c_int, pci, prelude::*, types::ForeignOwnable};
 
-/// What a PCI driver does when the system goes down or its function is reset.
+/// The state of the PCI channel after an error (`pci_channel_state_t`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ChannelState {
+    /// I/O to the device still works (a non-fatal error).
+    Normal,
+    /// The link is frozen: no MMIO, no DMA until a slot reset.
+    Frozen,
+    /// The device is gone for good.
+    PermFailure,
+}
+
+/// What a driver tells PCI error recovery (`pci_ers_result_t`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ErsResult {
+    /// The driver can recover without a reset (`mmio_enabled` follows).
+    CanRecover,
+    /// The device needs a slot reset (`slot_reset` follows).
+    NeedReset,
+    /// The device cannot be recovered.
+    Disconnect,
+    /// The device works again (`resume` follows).
+    Recovered,
+}
+
+impl ErsResult {
+    fn to_raw(self) -> bindings::pci_ers_result_t {
+        match self {
+            Self::CanRecover => bindings::pci_ers_result_PCI_ERS_RESULT_CAN_RECOVER,
+            Self::NeedReset => bindings::pci_ers_result_PCI_ERS_RESULT_NEED_RESET,
+            Self::Disconnect => bindings::pci_ers_result_PCI_ERS_RESULT_DISCONNECT,
+            Self::Recovered => bindings::pci_ers_result_PCI_ERS_RESULT_RECOVERED,
+        }
+    }
+}
+
+/// What a PCI driver does when the system goes down or sleeps, its function is reset, or
+/// its link reports an error. The PCI core calls each with the device lock held, so never
+/// concurrently with each other, probe or remove.
 pub(crate) trait DriverExt {
     /// The driver's device data, as [`pci::Driver::Data`].
     type Data<'bound>;
@@ -24,17 +63,38 @@ pub(crate) trait DriverExt {
 
     /// The function was reset and its config space restored: bring it back.
     fn reset_done(data: Pin<&Self::Data<'_>>);
+
+    /// The system sleeps (`suspend`), or saves or has saved a hibernation image (`freeze`,
+    /// `poweroff`): quiesce the device; it may lose power. An error aborts the transition.
+    fn suspend(data: Pin<&Self::Data<'_>>) -> Result;
+
+    /// The system woke up (`resume`), or goes on after or from a hibernation image (`thaw`,
+    /// `restore`): the device may have been reset or powered off meanwhile.
+    fn resume(data: Pin<&Self::Data<'_>>) -> Result;
+
+    /// The device's link reported an error and is in `state`.
+    fn error_detected(data: Pin<&Self::Data<'_>>, state: ChannelState) -> ErsResult;
+
+    /// After [`Self::error_detected`] asked to recover without reset: MMIO works.
+    fn mmio_enabled(data: Pin<&Self::Data<'_>>) -> ErsResult;
+
+    /// The slot was reset: restore the device's config space and bring it back.
+    fn slot_reset(data: Pin<&Self::Data<'_>>) -> ErsResult;
+
+    /// Error recovery is over and succeeded: I/O may flow again.
+    fn error_resume(data: Pin<&Self::Data<'_>>);
 }
 
 /// Makes `T`'s callbacks those of the driver `pdev` is being probed by.
 ///
 /// The 7.3 `driver::Registration` registers the `struct pci_driver` before anyone but
 /// `pci::Adapter` can set its fields, so this is done from probe: every probe stores the
-/// same pointers, which the PCI core reads only at shutdown or around a function reset of
-/// a bound device.
+/// same pointers, which the PCI and PM cores read only for a bound device (at shutdown,
+/// system sleep, around a function reset, on a PCI error).
 pub(crate) fn attach<T: DriverExt>(pdev: &pci::Device<Core<'_>>) {
     let raw = pci_dev_raw(pdev);
     let handlers: &'static bindings::pci_error_handlers = &ErrorHandlers::<T>::TABLE;
+    let pm: &'static bindings::dev_pm_ops = &PmOps::<T>::TABLE;
     // SAFETY: `pdev` is being probed: `dev.driver` is this module's registered driver, the
     // `driver` member of a `struct pci_driver` (`to_pci_driver`) alive until module unload.
     let pdrv = unsafe {
@@ -46,10 +106,11 @@ pub(crate) fn attach<T: DriverExt>(pdev: &pci::Device<Core<'_>>) {
             .cast::<bindings::pci_driver>()
     };
     // SAFETY: `pdrv` is live (above); C drivers set these members the same way, and every
-    // probe stores the same pointers. `handlers` is static.
+    // probe stores the same pointers. `handlers` and `pm` are static.
     unsafe {
         (*pdrv).shutdown = Some(shutdown_callback::<T>);
         (*pdrv).err_handler = handlers;
+        (*pdrv).driver.pm = pm;
     }
 }
 
@@ -57,6 +118,10 @@ struct ErrorHandlers<T>(PhantomData<T>);
 
 impl<T: DriverExt> ErrorHandlers<T> {
     const TABLE: bindings::pci_error_handlers = bindings::pci_error_handlers {
+        error_detected: Some(error_detected_callback::<T>),
+        mmio_enabled: Some(mmio_enabled_callback::<T>),
+        slot_reset: Some(slot_reset_callback::<T>),
+        resume: Some(error_resume_callback::<T>),
         reset_prepare: Some(reset_prepare_callback::<T>),
         reset_done: Some(reset_done_callback::<T>),
         // SAFETY: The other members are optional function pointers: all zeroes is `None`.
@@ -64,37 +129,120 @@ impl<T: DriverExt> ErrorHandlers<T> {
     };
 }
 
-/// Calls `f` with the device data of `pdev`, if it is bound.
+struct PmOps<T>(PhantomData<T>);
+
+impl<T: DriverExt> PmOps<T> {
+    // As C's `nvme_dev_pm_ops`: one pair of callbacks for every system sleep transition.
+    const TABLE: bindings::dev_pm_ops = bindings::dev_pm_ops {
+        suspend: Some(suspend_callback::<T>),
+        resume: Some(resume_callback::<T>),
+        freeze: Some(suspend_callback::<T>),
+        thaw: Some(resume_callback::<T>),
+        poweroff: Some(suspend_callback::<T>),
+        restore: Some(resume_callback::<T>),
+        // SAFETY: The other members are optional function pointers: all zeroes is `None`.
+        ..unsafe { core::mem::zeroed() }
+    };
+}
+
+/// Calls `f` with the device data of the device `dev`, if it is bound; `unbound` if not.
 ///
 /// # Safety
 ///
-/// `pdev` is a valid `pci_dev` the PCI core passed to a callback of this driver, with its
-/// device lock held.
-unsafe fn with_data<T: DriverExt>(pdev: *mut bindings::pci_dev, f: fn(Pin<&T::Data<'_>>)) {
-    // SAFETY: By the function's requirements `pdev` is valid.
-    let data = unsafe { bindings::dev_get_drvdata(&raw mut (*pdev).dev) };
+/// `dev` is the valid `struct device` of a `pci_dev` the PCI or PM core passed to a
+/// callback of this driver, with its device lock held.
+unsafe fn with_data<T: DriverExt, R>(
+    dev: *mut bindings::device,
+    unbound: R,
+    f: impl FnOnce(Pin<&T::Data<'_>>) -> R,
+) -> R {
+    // SAFETY: By the function's requirements `dev` is valid.
+    let data = unsafe { bindings::dev_get_drvdata(dev) };
     if data.is_null() {
-        return;
+        return unbound;
     }
     // SAFETY: A bound device's drvdata is the `Pin<KBox<T::Data>>` that `pci::Adapter`'s
     // probe stored (`Device::set_drvdata`, by `into_foreign`); `remove`, which takes it
     // back, cannot run concurrently (the device lock), so the borrow stays valid.
     let data = unsafe { <Pin<KBox<T::Data<'_>>> as ForeignOwnable>::borrow(data.cast()) };
-    f(data);
+    f(data)
+}
+
+/// The `struct device` of `pdev`.
+///
+/// # Safety
+///
+/// `pdev` is valid.
+unsafe fn dev_of(pdev: *mut bindings::pci_dev) -> *mut bindings::device {
+    // SAFETY: By the function's requirements `pdev` is valid.
+    unsafe { &raw mut (*pdev).dev }
 }
 
 extern "C" fn shutdown_callback<T: DriverExt>(pdev: *mut bindings::pci_dev) {
     // SAFETY: The PCI core calls `shutdown` with a valid `pci_dev`, under its device lock.
-    unsafe { with_data::<T>(pdev, T::shutdown) };
+    unsafe { with_data::<T, _>(dev_of(pdev), (), T::shutdown) };
 }
 
 extern "C" fn reset_prepare_callback<T: DriverExt>(pdev: *mut bindings::pci_dev) {
     // SAFETY: The PCI core calls `reset_prepare` with a valid `pci_dev`, under its device
     // lock (`pci_dev_lock`, held until `reset_done`).
-    unsafe { with_data::<T>(pdev, T::reset_prepare) };
+    unsafe { with_data::<T, _>(dev_of(pdev), (), T::reset_prepare) };
 }
 
 extern "C" fn reset_done_callback<T: DriverExt>(pdev: *mut bindings::pci_dev) {
     // SAFETY: As for `reset_prepare`.
-    unsafe { with_data::<T>(pdev, T::reset_done) };
+    unsafe { with_data::<T, _>(dev_of(pdev), (), T::reset_done) };
+}
+
+extern "C" fn suspend_callback<T: DriverExt>(dev: *mut bindings::device) -> c_int {
+    // SAFETY: The PM core calls the `dev_pm_ops` of a PCI driver (through `pci_pm_*`) with
+    // the valid `struct device` of its `pci_dev`, under the device lock.
+    let r = unsafe { with_data::<T, _>(dev, Ok(()), T::suspend) };
+    r.map_or_else(|e| e.to_errno(), |()| 0)
+}
+
+extern "C" fn resume_callback<T: DriverExt>(dev: *mut bindings::device) -> c_int {
+    // SAFETY: As for `suspend`.
+    let r = unsafe { with_data::<T, _>(dev, Ok(()), T::resume) };
+    r.map_or_else(|e| e.to_errno(), |()| 0)
+}
+
+extern "C" fn error_detected_callback<T: DriverExt>(
+    pdev: *mut bindings::pci_dev,
+    state: bindings::pci_channel_state_t,
+) -> bindings::pci_ers_result_t {
+    let state = match state {
+        bindings::pci_channel_io_normal => ChannelState::Normal,
+        bindings::pci_channel_io_frozen => ChannelState::Frozen,
+        _ => ChannelState::PermFailure,
+    };
+    // SAFETY: PCI error recovery (`report_error_detected`) calls this with a valid
+    // `pci_dev`, under its device lock, as every error handler below.
+    let r = unsafe {
+        with_data::<T, _>(dev_of(pdev), ErsResult::Disconnect, |d| {
+            T::error_detected(d, state)
+        })
+    };
+    r.to_raw()
+}
+
+extern "C" fn mmio_enabled_callback<T: DriverExt>(
+    pdev: *mut bindings::pci_dev,
+) -> bindings::pci_ers_result_t {
+    // SAFETY: As for `error_detected`.
+    let r = unsafe { with_data::<T, _>(dev_of(pdev), ErsResult::Disconnect, T::mmio_enabled) };
+    r.to_raw()
+}
+
+extern "C" fn slot_reset_callback<T: DriverExt>(
+    pdev: *mut bindings::pci_dev,
+) -> bindings::pci_ers_result_t {
+    // SAFETY: As for `error_detected`.
+    let r = unsafe { with_data::<T, _>(dev_of(pdev), ErsResult::Disconnect, T::slot_reset) };
+    r.to_raw()
+}
+
+extern "C" fn error_resume_callback<T: DriverExt>(pdev: *mut bindings::pci_dev) {
+    // SAFETY: As for `error_detected`.
+    unsafe { with_data::<T, _>(dev_of(pdev), (), T::error_resume) };
 }

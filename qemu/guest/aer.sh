@@ -1,0 +1,173 @@
+# SPDX-License-Identifier: GPL-2.0
+# PCI error recovery, on a q35 machine where each controller sits below a PCIe root port of
+# its own: QEMU injects AER errors (pcie_aer_inject_error, asked of the host through
+# RNVME-HMP lines) at the root port above rnvme's controller (QEMU's NVMe controller has no
+# AER capability of its own; the port reports errors on its link, and recovery runs on
+# every device below it) and, the same, above the C driver's identical one, each while fio
+# writes and verifies 32 deep (no correctable error: those QEMU 7.2 injects at a root port
+# never reach the guest, whose port counts none; no driver has a part in them anyway):
+#   uncorrectable non-fatal (Poisoned TLP): the link works: error_detected says it can
+#     recover, and rnvme's mmio_enabled finds the controller healthy (C has none: the same
+#     outcome), no reset;
+#   uncorrectable fatal (Data Link Protocol Error): the link is frozen, the AER driver
+#     resets the port's secondary bus, and the driver brings the controller back from
+#     slot_reset: enabled exactly once.
+# For each: the port's AER counter counts it, the AER driver reports the recovery
+# successful, fio verifies, no Abort reaches the device (no I/O timed out), and the
+# controller is enabled as many times as said (QEMU's trace). Then a secondary bus reset
+# through sysfs (reset_method "bus") under fio: the function reset hooks on a bus reset.
+# Last, a controller that does not come back from the slot reset (rnvme only).
+. /guest/lib.sh
+
+# Controllers 0 and 1 below ports that recover, 2 below a port whose bus reset fails.
+assign_drivers rnvme nvme rnvme
+insmod /lib/c/nvme-core.ko && insmod /lib/c/nvme.ko
+check insmod insmod /lib/rnvme.ko
+require_disk rnvme_disk /dev/rnvme0n1
+require_disk c_driver_disk /dev/nvme0n1
+require_disk rnvme_disk_unrecoverable /dev/rnvme1n1
+
+HMP=0
+# hmp COMMAND...: the host runs it in QEMU's monitor.
+hmp() {
+	HMP=$((HMP + 1))
+	mark "RNVME-HMP $HMP $*"
+}
+
+# aer_count PCI KIND: the AER counter of KIND (correctable, nonfatal, fatal) of the port
+# above PCI.
+port_of() { basename "$(readlink -f "/sys/bus/pci/devices/$1/..")"; }
+aer_count() {
+	awk '$1 ~ /^TOTAL_ERR/ { print $2 }' "/sys/bus/pci/devices/$(port_of "$1")/aer_dev_$2" 2>/dev/null
+}
+
+# io_across NAME DRIVER DISK CMD...: fio writes and verifies on DISK, 32 deep, for 6 s;
+# CMD runs 2 s in. NAME passes if fio verified everything.
+io_across() {
+	local name=$1 drv=$2 disk=$3
+	shift 3
+	fio --name=aer --filename="$disk" --rw=randwrite --bs=4k --iodepth=32 --ioengine=io_uring \
+		--direct=1 --size=32M --time_based --runtime=6 --verify=crc32c --randseed=13 \
+		--output="/tmp/aer-$drv.log" &
+	local fio=$! t0
+	sleep 2
+	t0=$(date +%s)
+	"$@"
+	wait $fio
+	local rc=$?
+	echo "$name: fio exited $rc, $(($(date +%s) - t0)) s after the event"
+	if [ $rc -eq 0 ] && ! grep -qE "err=[ ]*[1-9]|verify: bad" "/tmp/aer-$drv.log"; then
+		pass "$name"
+	else
+		fail "$name" "fio exited $rc: $(grep -E 'err=|verify' "/tmp/aer-$drv.log" | head -2 | tr '\n' ' ')"
+	fi
+}
+
+# recoveries: how many recoveries the AER driver reported as over, and how.
+recoveries() { dmesg | grep -cE "device recovery (successful|failed)" || true; }
+recovered() { dmesg | grep -c "device recovery successful" || true; }
+
+# aer_case DRIVER PORT-QEMU-ID DISK CHARDEV KIND FLAG ERROR ENABLES
+aer_case() {
+	local drv=$1 id=$2 disk=$3 kind=$5 pci port before rec ok
+	pci=$(bound_to "$drv" | head -1)
+	port=$(port_of "$pci")
+	before=$(aer_count "$pci" "$kind")
+	rec=$(recoveries)
+	ok=$(recovered)
+	trace_mark "${drv}_${kind}_begin" "$disk"
+	io_across "${drv}_io_verifies_across_${kind}_error" "$drv" "$disk" \
+		hmp pcie_aer_inject_error $6 "$id" "$7"
+	wait_for 30 sh -c "[ \"\$(awk '\$1 ~ /^TOTAL_ERR/ { print \$2 }' /sys/bus/pci/devices/$port/aer_dev_$kind)\" -gt ${before:-0} ]" &&
+		pass "${drv}_${kind}_error_reported" ||
+		fail "${drv}_${kind}_error_reported" "aer_dev_$kind still ${before:-missing}: $(cat /sys/bus/pci/devices/$port/aer_dev_$kind | tr '\n' ' ')"
+	# Wait for the AER driver's verdict before the next error.
+	wait_for 60 sh -c "[ \$(dmesg | grep -cE 'device recovery (successful|failed)') -gt $rec ]"
+	expect_eq "${drv}_recovers_from_${kind}_error" $((ok + 1)) "$(recovered)"
+	trace_mark "${drv}_${kind}_end" "$disk"
+	trace_expect "${drv}_no_abort_across_${kind}_error" "${drv}_${kind}_begin" "${drv}_${kind}_end" \
+		eq 0 "pci_nvme_admin_cmd cid [0-9]+ sqid 0 opc 0x8 "
+	trace_expect "${drv}_enabled_$8_times_after_${kind}_error" "${drv}_${kind}_begin" \
+		"${drv}_${kind}_end" eq "$8" "pci_nvme_mmio_start_success"
+	[ -e "$4" ] && pass "${drv}_chardev_kept_after_${kind}_error" ||
+		fail "${drv}_chardev_kept_after_${kind}_error" "no $4"
+}
+
+for drv in rnvme nvme; do
+	if [ $drv = rnvme ]; then set -- rp0 /dev/rnvme0n1 /dev/rnvme0; else
+		set -- rp1 /dev/nvme0n1 /dev/nvme0
+	fi
+	aer_case $drv "$1" "$2" "$3" nonfatal "" POISON_TLP 0
+	aer_case $drv "$1" "$2" "$3" fatal "" DLP 1
+done
+expect_eq rnvme_live_after_errors live "$(cat /sys/class/misc/rnvme0/state)"
+
+# --- secondary bus reset through sysfs --------------------------------------------------
+for drv in rnvme nvme; do
+	pci=$(bound_to "$drv" | head -1)
+	disk=/dev/rnvme0n1
+	[ $drv = nvme ] && disk=/dev/nvme0n1
+	if echo bus >"/sys/bus/pci/devices/$pci/reset_method"; then
+		pass "${drv}_bus_reset_method"
+	else
+		fail "${drv}_bus_reset_method" "cannot select bus reset"
+	fi
+	trace_mark "${drv}_sbr_begin" "$disk"
+	io_across "${drv}_io_verifies_across_bus_reset" "$drv" "$disk" \
+		sh -c "echo 1 >/sys/bus/pci/devices/$pci/reset"
+	trace_mark "${drv}_sbr_end" "$disk"
+	trace_expect "${drv}_no_abort_across_bus_reset" "${drv}_sbr_begin" "${drv}_sbr_end" eq 0 \
+		"pci_nvme_admin_cmd cid [0-9]+ sqid 0 opc 0x8 "
+	trace_expect "${drv}_enabled_once_after_bus_reset" "${drv}_sbr_begin" "${drv}_sbr_end" eq 1 \
+		"pci_nvme_mmio_start_success"
+done
+expect_eq rnvme_live_at_end live "$(cat /sys/class/misc/rnvme0/state)"
+
+# --- where recovery fails --------------------------------------------------------------
+# give_up DRIVER PORT DISK STATE-FILE TEST-PREFIX: a fatal error under fio on DISK that the
+# recovery cannot undo: outstanding and new I/O fails within seconds instead of hanging,
+# the AER driver reports the recovery failed, and the disk is marked dead (capacity 0) or
+# removed.
+give_up() {
+	local drv=$1 port=$2 disk=$3 t=$5 rec fio rc took
+	rec=$(recoveries)
+	fio --name=dead --filename="$disk" --rw=randread --bs=4k --iodepth=32 --ioengine=io_uring \
+		--direct=1 --time_based --runtime=120 --output="/tmp/aer-$t.log" &
+	fio=$!
+	sleep 2
+	t0=$(date +%s)
+	hmp pcie_aer_inject_error "$port" DLP
+	wait $fio
+	rc=$?
+	took=$(($(date +%s) - t0))
+	echo "$t: fio on the unrecovered controller exited $rc after $took s"
+	[ $rc -ne 0 ] && pass "${t}_io_fails" || fail "${t}_io_fails" "fio exited 0"
+	[ $took -le 20 ] && pass "${t}_io_ends_promptly" ||
+		fail "${t}_io_ends_promptly" "fio took $took s"
+	wait_for 60 sh -c "[ \$(dmesg | grep -cE 'device recovery (successful|failed)') -gt $rec ]"
+	expect_eq "${t}_recovery_reported_failed" 1 \
+		"$(dmesg | grep -E 'device recovery (successful|failed)' | tail -n +$((rec + 1)) | grep -c failed)"
+	local b=${disk#/dev/}
+	wait_for 30 sh -c "[ ! -e /sys/block/$b ] || [ \"\$(cat /sys/block/$b/size)\" = 0 ]"
+	local size
+	size=$(cat "/sys/block/$b/size" 2>/dev/null || echo removed)
+	[ "$size" = 0 ] || [ "$size" = removed ] && pass "${t}_disk_dead_or_removed" ||
+		fail "${t}_disk_dead_or_removed" "$b: size $size"
+	[ -n "$4" ] && expect_eq "${t}_controller_dead" dead "$(cat "$4")"
+}
+
+# The PCI core gives up (the port's bus reset fails): error_detected(perm_failure) after
+# the frozen link was held. The C driver is not run here: its queues stay frozen for good
+# (nvme_dev_disable started the freeze; nothing ends it after perm_failure), so its I/O
+# blocks forever in __bio_queue_enter (hung task reports after 61 s: measured once, with
+# nvme1n1 on port rp3).
+give_up rnvme rp2 /dev/rnvme1n1 /sys/class/misc/rnvme1/state rnvme_port_reset_fails
+
+# The driver gives up: a controller that does not come back from the slot reset (debugfs
+# fail_restart: the restart fails as if the controller stayed down). rnvme only: nothing
+# makes the C driver's reset fail here; it gives up the same way (nvme_remove_dead_ctrl).
+grep -q ' /sys/kernel/debug ' /proc/mounts || mount -t debugfs none /sys/kernel/debug
+echo 1 >/sys/kernel/debug/rnvme0/fail_restart
+give_up rnvme rp0 /dev/rnvme0n1 /sys/class/misc/rnvme0/state rnvme_restart_fails
+check rmmod rmmod rnvme
+finish
