@@ -610,7 +610,16 @@ impl Drop for Controller<'_> {
         if let Some(ev) = &self.events {
             ev.close();
         }
-        // Disks next: their removal waits for I/O in flight, which needs the queues.
+        // Disks next: their removal waits for I/O in flight, which needs the queues. A
+        // controller the PCI core holds (unbound between a frozen link and its slot reset)
+        // has them quiesced with requests parked: fail those first.
+        if let Some(sh) = &self.shared {
+            if self.hw.is_held() {
+                if let Some(ts) = sh.disks.lock().as_ref() {
+                    reset::give_up(&ts.handle(), "removed while held");
+                }
+            }
+        }
         if let Some(ts) = self.tagset.as_mut() {
             ts.remove_disks();
         }

@@ -143,10 +143,16 @@ impl Controller<'_> {
     }
 
     /// After a non-fatal PCI error: recovered if the controller is healthy (ready, no fatal
-    /// status), else it asks for a slot reset.
+    /// status), else it is stopped and held, and asks for a slot reset.
     pub(crate) fn mmio_enabled(&self) -> ErsResult {
+        if self.hw.state() == State::Resetting {
+            // A reset of ours is running: it decides.
+            return ErsResult::Recovered;
+        }
         let s = self.hw.regs.csts();
         if r::device_gone(s) || s & csts::CFS != 0 || s & csts::RDY == 0 {
+            // No I/O while the PCI core resets the slot.
+            self.with_tagset(|s| reset::hold(s, Halt::Disable, "PCI error"));
             dev_warn!(
                 self.hw.dev(),
                 "rnvme{}: PCI error: controller unhealthy (CSTS {s:#x}): slot reset\n",

@@ -343,7 +343,10 @@ pub(crate) fn shut_down(set: &TagSetRef<'_, NvmeBlk>) {
     for q in io.queues.iter() {
         q.set_dead();
     }
-    set.quiesce();
+    // A held function's queues are quiesced already (quiescing nests).
+    if !hw.set_held(false) {
+        set.quiesce();
+    }
     hw.shutdown();
     // What completed before the controller stopped is good: deliver it.
     for q in io.queues.iter() {
@@ -404,6 +407,9 @@ pub(crate) fn release(set: &TagSetRef<'_, NvmeBlk>, what: &str) -> Result {
 /// only.
 pub(crate) fn restart_admin(hw: &Hw<'_>) -> Result {
     let _serial = hw.reset_lock.lock();
+    if hw.state() == State::Dead {
+        return Err(ENODEV);
+    }
     hw.disable()?;
     hw.admin.process();
     hw.admin.cancel();
