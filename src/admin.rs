@@ -108,6 +108,9 @@ pub(crate) struct AdminQueue<'b> {
     /// No interrupt handler is registered (none could be set up, or the vectors are being
     /// reallocated): completions are polled by the waiter.
     polled: Atomic<bool>,
+    /// One synchronous command at a time: `pending` tracks a single command in flight. A
+    /// mutex beside it, not around it: the interrupt handler posts the completion under
+    /// `pending`'s spinlock while the waiter sleeps on `done`.
     #[pin]
     exec: Mutex<()>,
     #[pin]
@@ -140,7 +143,7 @@ pub(crate) struct AdminQueue<'b> {
 pub(crate) struct AbortSlot(usize);
 
 /// Command ids with this bit set are reserved for commands not sent by [`AdminQueue::execute`]:
-/// aborts now, asynchronous event requests later.
+/// aborts and the asynchronous event request.
 const CID_ASYNC: u16 = 0x8000;
 /// Command ids of Abort commands: this plus the slot number.
 const CID_ABORT: u16 = CID_ASYNC | 0x100;

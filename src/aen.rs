@@ -29,11 +29,13 @@ use crate::{
         identify::IDENTIFY_SIZE,
     },
 };
-use core::sync::atomic::{AtomicBool, AtomicU32, Ordering::Relaxed};
 use kernel::{
     impl_has_work, new_work,
     prelude::*,
-    sync::Arc,
+    sync::{
+        atomic::{Atomic, Relaxed},
+        Arc,
+    },
     workqueue::{Work, WorkItem},
 };
 
@@ -45,18 +47,18 @@ pub(crate) struct AsyncEvents {
     link: Arc<CtrlLink>,
     /// The completed request's status and dword 0, for the work item. One request is
     /// outstanding at a time and sent again only by the work, so one slot suffices.
-    status: AtomicU32,
-    result: AtomicU32,
+    status: Atomic<u32>,
+    result: Atomic<u32>,
     /// A completed request waits for the work.
-    event: AtomicBool,
+    event: Atomic<bool>,
     /// The controller was declared dead: the work marks its disks dead.
-    dead: AtomicBool,
+    dead: Atomic<bool>,
     /// An admin command of the driver timed out: the work resets the controller.
-    reset: AtomicBool,
+    reset: Atomic<bool>,
     /// The controller came back from system sleep: the work rescans its namespaces.
-    rescan: AtomicBool,
+    rescan: Atomic<bool>,
     /// Set at teardown: completions no longer queue the work.
-    closed: AtomicBool,
+    closed: Atomic<bool>,
 }
 
 impl_has_work! {
@@ -67,17 +69,17 @@ impl WorkItem for AsyncEvents {
     type Pointer = Arc<AsyncEvents>;
 
     fn run(this: Arc<AsyncEvents>) {
-        if this.reset.swap(false, Relaxed) {
+        if this.reset.xchg(false, Relaxed) {
             // Failures are logged, and a controller that does not come back is dead.
             let _ = this.link.with(|s| s.reset("admin command timeout"));
         }
-        if this.rescan.swap(false, Relaxed) {
+        if this.rescan.xchg(false, Relaxed) {
             this.link.with(|s| s.rescan_after(format_args!("resume")));
         }
-        if this.dead.swap(false, Relaxed) {
+        if this.dead.xchg(false, Relaxed) {
             this.link.with(|s| s.mark_disks_dead());
         }
-        if this.event.swap(false, Relaxed) {
+        if this.event.xchg(false, Relaxed) {
             let status = Status(this.status.load(Relaxed) as u16);
             let result = this.result.load(Relaxed);
             this.link.with(|s| s.async_event(status, result));
@@ -91,13 +93,13 @@ impl AsyncEvents {
             pin_init!(Self {
                 work <- new_work!("rnvme::async_event"),
                 link,
-                status: AtomicU32::new(0),
-                result: AtomicU32::new(0),
-                event: AtomicBool::new(false),
-                dead: AtomicBool::new(false),
-                reset: AtomicBool::new(false),
-                rescan: AtomicBool::new(false),
-                closed: AtomicBool::new(false),
+                status: Atomic::new(0),
+                result: Atomic::new(0),
+                event: Atomic::new(false),
+                dead: Atomic::new(false),
+                reset: Atomic::new(false),
+                rescan: Atomic::new(false),
+                closed: Atomic::new(false),
             }),
             GFP_KERNEL,
         )

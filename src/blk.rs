@@ -13,7 +13,7 @@ use crate::{
     hw::Hw,
     ioctl::{self, DiskLink},
     ioq::{IoQueue, LIST_ENTRIES},
-    kernel_ext::blk::{BlkOps, BlkStatus, ReqOp, Request, TagSetRef, Tags, Timeout},
+    kernel_ext::block::mq::{BlkStatus, Operations, ReqOp, Request, TagSetRef, Tags, Timeout},
     ns::Namespace,
     params,
     queue::ShadowDoorbells,
@@ -132,7 +132,7 @@ fn blk_status(e: BlockError) -> BlkStatus {
 
 pub(crate) struct NvmeBlk;
 
-impl BlkOps for NvmeBlk {
+impl Operations for NvmeBlk {
     type SetData<'a> = IoSet<'a>;
     type Queue<'a> = IoQueue<'a>;
     type DiskData<'a> = Namespace<'a>;
@@ -237,6 +237,14 @@ impl BlkOps for NvmeBlk {
 
     fn ioctl(p: &DiskLink, writable: bool, cmd: u32, arg: usize) -> Result<isize> {
         ioctl::disk_ioctl(p, writable, cmd, arg)
+    }
+
+    fn shorten_set<'s, 'l: 's>(d: &'s IoSet<'l>) -> &'s IoSet<'s> {
+        d
+    }
+
+    fn shorten_disk<'s, 'l: 's>(d: &'s Namespace<'l>) -> &'s Namespace<'s> {
+        d
     }
 }
 

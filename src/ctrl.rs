@@ -14,12 +14,12 @@ use crate::{
     fault::Faults,
     hw::{self, Hw},
     ioctl::{CtrlChar, CtrlLink},
-    ioq::{self, IoQueue},
+    ioq::{self, IoQueue, QueueIrq},
     kernel_ext::{
-        blk::TagSet,
+        block::mq::TagSet,
         chardev::CharDev,
         dma as kdma,
-        irq::{IrqKind, IrqSet, IrqTypes},
+        irq::{irq_type_name, IrqSet},
         lease::Lease,
         pci_save_state,
     },
@@ -39,10 +39,9 @@ use crate::{
 use kernel::{
     device::{Bound, Core},
     dma::{self, DmaMask},
-    irq::{Handler, IrqReturn},
     new_mutex,
     page::PAGE_SHIFT,
-    pci,
+    pci::{self, IrqType},
     prelude::*,
     str::CString,
     sync::{
@@ -82,34 +81,6 @@ impl Drop for Instance {
         let mut cur = INSTANCES.load(Relaxed);
         while let Err(now) = INSTANCES.cmpxchg(cur, cur & !(1 << self.0), Full) {
             cur = now;
-        }
-    }
-}
-
-/// What an interrupt handler reaps: several may share a vector.
-pub(crate) enum QueueIrq<'b> {
-    Admin(Arc<AdminQueue<'b>>),
-    Io(Arc<IoQueue<'b>>),
-}
-
-impl Handler for QueueIrq<'_> {
-    fn handle(&self) -> IrqReturn {
-        let n = match self {
-            QueueIrq::Admin(a) => {
-                a.queue().stats.interrupt();
-                a.process()
-            }
-            QueueIrq::Io(q) => {
-                q.queue.stats.interrupt();
-                q.process()
-            }
-        };
-        if n > 0 {
-            IrqReturn::Handled
-        } else {
-            // Nothing for this queue: another one on a shared vector, or another device
-            // on a shared INTx line, raised it.
-            IrqReturn::None
         }
     }
 }
@@ -199,12 +170,7 @@ impl<'b> Controller<'b> {
 
         // One vector for the admin queue for now; MSI-X first, then MSI, then INTx, then
         // polling if the platform gives us no interrupt at all.
-        let types = IrqTypes {
-            msix: true,
-            msi: true,
-            intx: true,
-        };
-        let irqs = IrqSet::alloc(bdev, 1, 1, types, None).ok();
+        let irqs = IrqSet::alloc(bdev, 1, 1, None).ok();
         let faults = Faults::new()?;
         let admin = AdminQueue::new(bdev, aq, irqs.is_none(), faults.clone())?;
         let hw = Hw::new(bdev, regs, admin, cap, instance.id())?;
@@ -371,13 +337,8 @@ impl<'b> Controller<'b> {
         // Vectors are allocated all at once: give up the admin queue's, poll meanwhile.
         self.hw.admin.set_polled(true);
         self.irqs = None;
-        let all = IrqTypes {
-            msix: true,
-            msi: true,
-            intx: true,
-        };
-        self.irqs = IrqSet::alloc(self.pdev, 1, granted + 1, all, Some(1))
-            .or_else(|_| IrqSet::alloc(self.pdev, 1, 1, all, None))
+        self.irqs = IrqSet::alloc(self.pdev, 1, granted + 1, Some(1))
+            .or_else(|_| IrqSet::alloc(self.pdev, 1, 1, None))
             .ok();
         self.setup_admin_irq()?;
         self.inject(8)?;
@@ -422,7 +383,7 @@ impl<'b> Controller<'b> {
             self.hw.enable_shadow(s, &queues);
         }
         let irq_map = match self.irqs.as_ref().map(|i| i.kind()) {
-            Some(IrqKind::MsiX | IrqKind::Msi) if nvec > 1 => Some((self.pdev.as_ref(), 1)),
+            Some(IrqType::MsiX | IrqType::Msi) if nvec > 1 => Some((self.pdev.as_ref(), 1)),
             _ => None,
         };
         let timeout = msecs_to_jiffies(params::io_timeout_ms()) as u32;
@@ -443,7 +404,10 @@ impl<'b> Controller<'b> {
         self.inject(11)?;
         self.nr_io = nr_io;
         self.nr_poll = nr_poll;
-        let kind = self.irqs.as_ref().map_or("polled", |i| i.kind().name());
+        let kind = self
+            .irqs
+            .as_ref()
+            .map_or("polled", |i| irq_type_name(i.kind()));
         dev_info!(
             self.pdev.as_ref(),
             "rnvme{}: {} I/O queues of depth {} on {} {} vector(s), {} polled\n",
@@ -520,7 +484,7 @@ impl<'b> Controller<'b> {
 
         let (maj, min, ter) = r::version(self.hw.regs.vs());
         let irq = match &self.irqs {
-            Some(irqs) => irqs.kind().name(),
+            Some(irqs) => irq_type_name(irqs.kind()),
             None => "polled",
         };
         let mdts_kib = id.max_transfer_bytes(cap).map(|b| b / 1024);

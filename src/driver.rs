@@ -9,17 +9,17 @@ use crate::{
 use core::pin::Pin;
 use kernel::{device::Core, pci, prelude::*};
 
-/// PCI class code of an NVM Express controller: mass storage (01h), non-volatile memory
-/// (08h), NVM Express programming interface (02h).
-const PCI_CLASS_STORAGE_EXPRESS: u32 = 0x010802;
-
 pub(crate) struct RnvmeDriver;
 
 kernel::pci_device_table!(
     PCI_TABLE,
     <RnvmeDriver as pci::Driver>::IdInfo,
     [(
-        pci::DeviceId::from_class(PCI_CLASS_STORAGE_EXPRESS, 0xffffff),
+        // Mass storage (01h), non-volatile memory (08h), NVM Express interface (02h).
+        pci::DeviceId::from_class(
+            pci::Class::STORAGE_EXPRESS.as_raw(),
+            pci::ClassMask::Full.as_raw()
+        ),
         ()
     )]
 );

@@ -10,7 +10,7 @@
 use crate::{
     admin::{AdminQueue, CmdError},
     ioq::IoQueue,
-    kernel_ext::{dma as kdma, pci_clear_master},
+    kernel_ext::{dma as kdma, pci_clear_master, PCI_COMMAND, PCI_COMMAND_MEMORY},
     params,
     queue::ShadowDoorbells,
     regs::Regs,
@@ -24,6 +24,7 @@ use crate::{
 use kernel::{
     device::{Bound, Device},
     dma::Coherent,
+    io::poll::read_poll_timeout,
     io::Io,
     new_mutex,
     page::PAGE_SHIFT,
@@ -33,7 +34,7 @@ use kernel::{
         atomic::{Atomic, Relaxed},
         Arc, Mutex,
     },
-    time::{delay::fsleep, Delta, Instant, Monotonic},
+    time::Delta,
 };
 
 /// Controller states, as far as error recovery cares.
@@ -80,7 +81,9 @@ pub(crate) struct Hw<'b> {
     resets: Atomic<u32>,
     /// Asynchronous Event Configuration to set after every enable (0: none).
     aen_config: Atomic<u32>,
-    /// Serializes resets.
+    /// Serializes resets. It guards a procedure on the device (registers, rings, queue
+    /// creation), not data in memory: the state above is read without it, on the I/O path
+    /// and by timeouts.
     #[pin]
     pub(crate) reset_lock: Mutex<()>,
 }
@@ -194,8 +197,6 @@ impl<'b> Hw<'b> {
     /// Whether the controller's registers are reachable (PCI command register's Memory
     /// Space Enable).
     fn memory_decode(&self) -> bool {
-        const PCI_COMMAND: usize = 0x04;
-        const PCI_COMMAND_MEMORY: u16 = 1 << 1;
         self.pdev.config_space().read16(PCI_COMMAND) & PCI_COMMAND_MEMORY != 0
     }
 
@@ -398,35 +399,37 @@ pub(crate) fn wait_csts(
     want: u32,
     ms: u32,
 ) -> Result {
-    let start = Instant::<Monotonic>::now();
     // The spec's timeout is a worst case; allow at least half a second for emulators.
     let limit = Delta::from_millis(i64::from(ms.max(500)));
-    loop {
-        let s = regs.csts();
-        if r::device_gone(s) {
-            dev_err!(dev, "device gone (CSTS all ones)\n");
-            return Err(ENODEV);
-        }
-        if s & mask == want {
-            return Ok(());
-        }
-        if s & csts::CFS != 0 && want != 0 {
-            dev_err!(dev, "controller fatal status (CSTS {:#x})\n", s);
-            return Err(EIO);
-        }
-        if start.elapsed() > limit {
-            dev_err!(
-                dev,
-                "timeout after {} ms waiting for CSTS {:#x}/{:#x} (now {:#x})\n",
-                limit.as_millis(),
-                want,
-                mask,
-                s
-            );
-            return Err(ETIMEDOUT);
-        }
-        fsleep(Delta::from_micros(POLL_US));
+    let mut last = 0;
+    let polled = read_poll_timeout(
+        || {
+            last = regs.csts();
+            if r::device_gone(last) {
+                dev_err!(dev, "device gone (CSTS all ones)\n");
+                return Err(ENODEV);
+            }
+            if last & csts::CFS != 0 && want != 0 && last & mask != want {
+                dev_err!(dev, "controller fatal status (CSTS {:#x})\n", last);
+                return Err(EIO);
+            }
+            Ok(last)
+        },
+        |s| s & mask == want,
+        Delta::from_micros(POLL_US),
+        limit,
+    );
+    if polled == Err(ETIMEDOUT) {
+        dev_err!(
+            dev,
+            "timeout after {} ms waiting for CSTS {:#x}/{:#x} (now {:#x})\n",
+            limit.as_millis(),
+            want,
+            mask,
+            last
+        );
     }
+    polled.map(|_| ())
 }
 
 /// Clears CC.EN and waits for CSTS.RDY to drop: the controller stops all DMA and forgets

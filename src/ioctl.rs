@@ -22,7 +22,7 @@ use crate::{
     hw::State,
     kernel_ext::{
         chardev::{capable_sys_admin, CharDevOps, SysfsBuf},
-        lease::{Family, Lease},
+        lease::Lease,
     },
     params,
     spec::{
@@ -37,18 +37,13 @@ use kernel::{
     page::PAGE_SIZE,
     prelude::*,
     sync::Arc,
+    types::ForLt,
     uaccess::{UserPtr, UserSlice},
 };
 
-/// The lease families: a controller's shared state, borrowed from the bound device.
-pub(crate) struct CtrlFamily;
-
-impl Family for CtrlFamily {
-    type Of<'a> = Shared<'a>;
-}
-
-/// What open files, disks and queued work hold of a controller.
-pub(crate) type CtrlLink = Lease<CtrlFamily>;
+/// What open files, disks and queued work hold of a controller: its shared state, borrowed
+/// from the bound device.
+pub(crate) type CtrlLink = Lease<ForLt!(Shared<'_>)>;
 
 /// A namespace disk's `private_data`: its controller and namespace id.
 pub(crate) struct DiskLink {

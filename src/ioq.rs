@@ -4,9 +4,10 @@
 //! completion side that turns device completions back into block requests.
 
 use crate::{
+    admin::AdminQueue,
     blk::NvmeBlk,
     fault::Faults,
-    kernel_ext::blk::{CompletionBatch, Tags},
+    kernel_ext::block::mq::{CompletionBatch, Tags},
     queue::{Queue, ShadowDoorbells},
     regs::Regs,
     spec::{command::io_cid, completion::Completion},
@@ -16,6 +17,7 @@ use kernel::{
     device::Bound,
     dma::Coherent,
     io::io_write,
+    irq::{Handler, IrqReturn},
     pci,
     prelude::*,
     sync::{
@@ -176,6 +178,35 @@ impl<'b> IoQueue<'b> {
                     );
                 }
             }
+        }
+    }
+}
+
+/// A queue's interrupt handler: what it reaps. Several queues may share a vector (the admin
+/// queue and the first I/O queue, when the device granted few vectors).
+pub(crate) enum QueueIrq<'b> {
+    Admin(Arc<AdminQueue<'b>>),
+    Io(Arc<IoQueue<'b>>),
+}
+
+impl Handler for QueueIrq<'_> {
+    fn handle(&self) -> IrqReturn {
+        let n = match self {
+            QueueIrq::Admin(a) => {
+                a.queue().stats.interrupt();
+                a.process()
+            }
+            QueueIrq::Io(q) => {
+                q.queue.stats.interrupt();
+                q.process()
+            }
+        };
+        if n > 0 {
+            IrqReturn::Handled
+        } else {
+            // Nothing for this queue: another one on a shared vector, or another device
+            // on a shared INTx line, raised it.
+            IrqReturn::None
         }
     }
 }

@@ -3,7 +3,7 @@
 //! Namespaces: identify, decide whether we can expose them, and the disk's queue limits.
 
 use crate::{
-    kernel_ext::blk::{Limits, ReqOp, MAX_SEGMENTS},
+    kernel_ext::block::mq::{Limits, ReqOp, MAX_SEGMENTS},
     spec::{
         command::DSM_MAX_RANGES,
         completion::Status,
@@ -34,13 +34,33 @@ pub(crate) fn max_transfer(ctrl: &IdentifyController, cap: Cap, dma_opt: u32) ->
         .min(dma.max(PAGE_SIZE as u64)) as u32
 }
 
+/// Why a namespace cannot be served; `Display` says it for the log.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Unservable {
+    /// Its LBA format carries metadata.
+    Metadata,
+    /// Its logical block size is larger than a page.
+    BlockLargerThanPage,
+}
+
+impl kernel::fmt::Display for Unservable {
+    fn fmt(&self, f: &mut kernel::fmt::Formatter<'_>) -> kernel::fmt::Result {
+        f.write_str(match self {
+            Unservable::Metadata => "its LBA format carries metadata, which rnvme does not support",
+            Unservable::BlockLargerThanPage => {
+                "its logical block size is larger than the page size"
+            }
+        })
+    }
+}
+
 /// Whether a namespace identified as `id` has a format we can serve; says why not.
-pub(crate) fn servable(id: &IdentifyNamespace) -> core::result::Result<(), &'static str> {
+pub(crate) fn servable(id: &IdentifyNamespace) -> core::result::Result<(), Unservable> {
     if id.lbaf.ms != 0 {
-        return Err("its LBA format carries metadata, which rnvme does not support");
+        return Err(Unservable::Metadata);
     }
     if id.block_size() as usize > PAGE_SIZE {
-        return Err("its logical block size is larger than the page size");
+        return Err(Unservable::BlockLargerThanPage);
     }
     Ok(())
 }
@@ -77,7 +97,7 @@ impl<'b> Namespace<'b> {
         ctrl: &IdentifyController,
         nsid: u32,
         id: IdentifyNamespace,
-    ) -> core::result::Result<Self, &'static str> {
+    ) -> core::result::Result<Self, Unservable> {
         servable(&id)?;
         Ok(Self {
             pdev,

@@ -27,7 +27,7 @@ use crate::{
     ctrl::Controller,
     hw::State,
     kernel_ext::{
-        blk::TagSetRef,
+        block::mq::TagSetRef,
         pci_driver::{ChannelState, ErsResult},
         pci_restore_state, pci_save_state,
     },

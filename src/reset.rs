@@ -23,7 +23,7 @@ use crate::{
     hw::{Hw, State},
     ioq::IoQueue,
     kernel_ext::{
-        blk::{Request, TagSetRef, Timeout},
+        block::mq::{Request, TagSetRef, Timeout},
         pci_set_master,
     },
     params,

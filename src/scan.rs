@@ -14,7 +14,7 @@ use crate::{
     ctrl::Shared,
     hw::{Hw, State},
     ioctl::DiskLink,
-    kernel_ext::blk::DiskRef,
+    kernel_ext::block::mq::DiskRef,
     ns::{servable, Namespace},
     params,
     spec::{

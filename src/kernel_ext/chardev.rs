@@ -122,6 +122,8 @@ impl<T: CharDevOps> CharDev<T> {
         // Heap pointers: they stay valid when `name` and `attrs` move into the structure.
         let name_ptr = name.as_char_ptr();
         let groups = attrs.groups.as_mut_ptr();
+        // INVARIANT: `misc` is registered last, pointing into `name` and `attrs`, which move
+        // into the structure with it; `drop` deregisters it first.
         let init = try_pin_init!(Self {
             misc <- Opaque::try_ffi_init(|slot: *mut bindings::miscdevice| {
                 let mut m: bindings::miscdevice = pin_init::zeroed();

@@ -15,50 +15,18 @@ use kernel::{
     bindings,
     device::Bound,
     irq::{Handler, IrqReturn},
-    pci,
+    pci::{self, IrqType},
     prelude::*,
     str::CString,
 };
 
-/// The interrupt mechanism the PCI core picked.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum IrqKind {
-    MsiX,
-    Msi,
-    Intx,
-}
-
-impl IrqKind {
-    pub(crate) fn name(self) -> &'static str {
-        match self {
-            IrqKind::MsiX => "MSI-X",
-            IrqKind::Msi => "MSI",
-            IrqKind::Intx => "INTx",
-        }
-    }
-}
-
-/// Which mechanisms an allocation may use, best first.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct IrqTypes {
-    pub(crate) msix: bool,
-    pub(crate) msi: bool,
-    pub(crate) intx: bool,
-}
-
-impl IrqTypes {
-    fn as_raw(self) -> u32 {
-        let mut f = 0;
-        if self.msix {
-            f |= bindings::PCI_IRQ_MSIX;
-        }
-        if self.msi {
-            f |= bindings::PCI_IRQ_MSI;
-        }
-        if self.intx {
-            f |= bindings::PCI_IRQ_INTX;
-        }
-        f
+/// The name of an interrupt mechanism, for the log. Upstream candidate: `Display` for
+/// `pci::IrqType`.
+pub(crate) fn irq_type_name(t: IrqType) -> &'static str {
+    match t {
+        IrqType::MsiX => "MSI-X",
+        IrqType::Msi => "MSI",
+        IrqType::Intx => "INTx",
     }
 }
 
@@ -84,12 +52,13 @@ struct Slot<T> {
 pub(crate) struct IrqSet<'b, T: Handler> {
     pdev: &'b pci::Device<Bound>,
     count: u32,
-    kind: IrqKind,
+    kind: IrqType,
     slots: KVec<Pin<KBox<Slot<T>>>>,
 }
 
 impl<'b, T: Handler> IrqSet<'b, T> {
-    /// Allocates between `min` and `max` vectors of the allowed `types`.
+    /// Allocates between `min` and `max` vectors, MSI-X if the device has it, else MSI, else
+    /// INTx (`PCI_IRQ_ALL_TYPES`, as the C driver; `pci::IrqTypes` keeps its flags private).
     ///
     /// With `spread` set, vectors after the first `pre` are spread over the CPUs and
     /// managed by the kernel (each follows its CPUs through hotplug); the first `pre` (the
@@ -98,7 +67,6 @@ impl<'b, T: Handler> IrqSet<'b, T> {
         pdev: &'b pci::Device<Bound>,
         min: u32,
         max: u32,
-        types: IrqTypes,
         spread: Option<u32>,
     ) -> Result<Self> {
         let dev = pci_dev_raw(pdev);
@@ -114,7 +82,7 @@ impl<'b, T: Handler> IrqSet<'b, T> {
                         dev,
                         min,
                         max,
-                        types.as_raw() | bindings::PCI_IRQ_AFFINITY,
+                        bindings::PCI_IRQ_ALL_TYPES | bindings::PCI_IRQ_AFFINITY,
                         &mut affd,
                     )
                 }
@@ -125,7 +93,7 @@ impl<'b, T: Handler> IrqSet<'b, T> {
                     dev,
                     min,
                     max,
-                    types.as_raw(),
+                    bindings::PCI_IRQ_ALL_TYPES,
                     core::ptr::null_mut(),
                 )
             },
@@ -138,10 +106,11 @@ impl<'b, T: Handler> IrqSet<'b, T> {
         // (only this driver changes them, from probe and remove).
         let (msix, msi) = unsafe { ((*dev).msix_enabled(), (*dev).msi_enabled()) };
         let kind = match (msix != 0, msi != 0) {
-            (true, _) => IrqKind::MsiX,
-            (false, true) => IrqKind::Msi,
-            _ => IrqKind::Intx,
+            (true, _) => IrqType::MsiX,
+            (false, true) => IrqType::Msi,
+            _ => IrqType::Intx,
         };
+        // INVARIANT: `count` vectors were allocated for `pdev`; no handler yet.
         Ok(Self {
             pdev,
             count,
@@ -150,8 +119,8 @@ impl<'b, T: Handler> IrqSet<'b, T> {
         })
     }
 
-    /// The mechanism in use.
-    pub(crate) fn kind(&self) -> IrqKind {
+    /// The mechanism the PCI core picked.
+    pub(crate) fn kind(&self) -> IrqType {
         self.kind
     }
 
@@ -200,6 +169,7 @@ impl<'b, T: Handler> IrqSet<'b, T> {
         }
         // Capacity was reserved above, so this cannot fail; if it did, unregister again
         // rather than drop a registered handler.
+        // INVARIANT: the slot is registered for `irq` with its address as cookie.
         if let Err(e) = self.slots.push_within_capacity(slot) {
             // SAFETY: registered just above with this cookie; freed once, here.
             unsafe { bindings::free_irq(irq, cookie) };

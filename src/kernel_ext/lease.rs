@@ -15,14 +15,11 @@ use core::{
     ptr::null_mut,
     sync::atomic::{AtomicPtr, Ordering},
 };
-use kernel::{new_srcu, prelude::*, sync::Srcu};
+use kernel::{new_srcu, prelude::*, sync::Srcu, types::ForLt};
 
-/// A family of types `Of<'a>` that differ only in the lifetime of what they borrow.
-pub(crate) trait Family: 'static {
-    type Of<'a>: Sync + 'a;
-}
-
-/// See the module documentation.
+/// See the module documentation. `F` names the leased type for every lifetime of what it
+/// borrows (`ForLt!(Shared<'_>)`). Upstream candidate, as `kernel::revocable` for borrowed
+/// data.
 ///
 /// # Invariants
 ///
@@ -31,7 +28,7 @@ pub(crate) trait Family: 'static {
 /// SRCU read-side section of `srcu` that started after it was loaded non-null; `revoke`
 /// clears it and then waits for every such section.
 #[pin_data]
-pub(crate) struct Lease<F: Family> {
+pub(crate) struct Lease<F: ForLt> {
     #[pin]
     srcu: Srcu,
     ptr: AtomicPtr<()>,
@@ -40,13 +37,14 @@ pub(crate) struct Lease<F: Family> {
 
 // SAFETY: The leased data is `Sync` and only lent as shared references; the pointer and the
 // SRCU structure are thread-safe.
-unsafe impl<F: Family> Send for Lease<F> {}
+unsafe impl<F: ForLt> Send for Lease<F> where for<'a> F::Of<'a>: Sync {}
 // SAFETY: As above.
-unsafe impl<F: Family> Sync for Lease<F> {}
+unsafe impl<F: ForLt> Sync for Lease<F> where for<'a> F::Of<'a>: Sync {}
 
-impl<F: Family> Lease<F> {
+impl<F: ForLt> Lease<F> {
     /// A lease with nothing granted yet.
     pub(crate) fn new() -> impl PinInit<Self, Error> {
+        // INVARIANT: nothing granted.
         try_pin_init!(Self {
             srcu <- new_srcu!(),
             ptr: AtomicPtr::new(null_mut()),
@@ -61,6 +59,7 @@ impl<F: Family> Lease<F> {
     /// `data` must stay valid (not moved, not dropped) until [`Self::revoke`] has returned.
     pub(crate) unsafe fn grant<'a>(&self, data: &F::Of<'a>) {
         let p = core::ptr::from_ref(data).cast_mut().cast::<()>();
+        // INVARIANT: the caller keeps `data` valid until `revoke` returns.
         self.ptr.store(p, Ordering::Release);
     }
 

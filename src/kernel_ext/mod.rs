@@ -6,7 +6,7 @@
 //! modelled on its neighbours in `rust/kernel/`, keeps its invariants in its type, and has a
 //! `// SAFETY:` comment on every `unsafe` block; the driver above it is safe Rust.
 
-pub(crate) mod blk;
+pub(crate) mod block;
 pub(crate) mod chardev;
 pub(crate) mod dma;
 pub(crate) mod irq;
@@ -37,6 +37,10 @@ pub(crate) fn device_raw<Ctx: device::DeviceContext>(
     // zero-sized `PhantomData`), see `pci_dev_raw`.
     core::ptr::from_ref(dev).cast_mut().cast()
 }
+
+/// The PCI command register's offset in config space, and its Memory Space Enable bit.
+pub(crate) const PCI_COMMAND: usize = bindings::PCI_COMMAND as usize;
+pub(crate) const PCI_COMMAND_MEMORY: u16 = bindings::PCI_COMMAND_MEMORY as u16;
 
 /// Enables bus mastering of a bound device (`pci_set_master`), as error recovery must after
 /// a reset: the 7.3 crate has `set_master` on an unbound-context `pci::Device` only.

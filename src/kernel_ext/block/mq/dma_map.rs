@@ -1,0 +1,183 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! DMA mapping of a request's data: one segment directly, more through the scatterlist in the
+//! request's private data (upstream candidate: `kernel::block::mq` has no DMA mapping).
+
+use super::{Operations, Request};
+use crate::kernel_ext::device_raw;
+use core::{
+    ffi::{c_int, c_uint},
+    sync::atomic::Ordering::Relaxed,
+};
+use kernel::{
+    bindings,
+    device::{Bound, Device},
+    dma::DataDirection,
+    prelude::*,
+};
+
+/// Scatterlist entries kept per request: the most segments the queue limits allow.
+pub(crate) const MAX_SEGMENTS: usize = 128;
+
+/// `RQF_SPECIAL_PAYLOAD` (bit `__RQF_SPECIAL_PAYLOAD`): the data is `special_vec`,
+/// not the bios.
+const RQF_SPECIAL_PAYLOAD: u32 = 1 << bindings::rqf_flags___RQF_SPECIAL_PAYLOAD;
+
+/// `dma_mapping_error`, a static inline: tells DMA-API debugging the result was checked,
+/// then compares with `DMA_MAPPING_ERROR` (~0).
+fn dma_mapping_error(dev: &Device<Bound>, addr: bindings::dma_addr_t) -> bool {
+    #[cfg(CONFIG_DMA_API_DEBUG)]
+    // SAFETY: `dev` is a bound device and `addr` came from a mapping call for it.
+    unsafe {
+        bindings::debug_dma_mapping_error(device_raw(dev), addr)
+    };
+    #[cfg(not(CONFIG_DMA_API_DEBUG))]
+    let _ = dev;
+    addr == !0
+}
+
+impl<T: Operations> Request<T> {
+    /// The request's data as one physically contiguous range (page, offset from it,
+    /// length), when it is a single segment that its first bio vector covers entirely.
+    fn single_bvec(&self) -> Option<(*mut bindings::page, usize, u32)> {
+        // SAFETY: the request is owned by the driver; its bio chain and flags are stable.
+        unsafe {
+            let rq = self.raw();
+            if (*rq).nr_phys_segments != 1 || (*rq).rq_flags & RQF_SPECIAL_PAYLOAD != 0 {
+                return None;
+            }
+            let bio = (*rq).bio;
+            if bio.is_null() {
+                return None;
+            }
+            // `mp_bvec_iter_bvec` (a static inline): the current vector of the bio.
+            let iter = (*bio).bi_iter;
+            let bv = &*(*bio).bi_io_vec.add(iter.bi_idx as usize);
+            let len = (bv.bv_len - iter.bi_offset).min(iter.bi_size);
+            if len != (*rq).__data_len {
+                return None;
+            }
+            Some((bv.bv_page, (bv.bv_offset + iter.bi_offset) as usize, len))
+        }
+    }
+
+    /// Maps the request's data for DMA by `dev`: a single segment directly (no scatterlist
+    /// to build or walk, the common case of small I/O, as the C driver does), anything else
+    /// through the scatterlist in its private data. Returns the number of DMA segments;
+    /// [`Self::segments`] then yields them.
+    pub(crate) fn map_data(&self, dev: &Device<Bound>) -> Result<u32> {
+        let pdu = self.pdu();
+        if let Some((page, offset, len)) = self.single_bvec() {
+            // SAFETY: `page` + `offset` .. `len` is the request's data buffer, which stays
+            // valid until the request ends; `dev` is the bound device doing the DMA.
+            let addr = unsafe {
+                bindings::dma_map_page_attrs(
+                    device_raw(dev),
+                    page,
+                    offset,
+                    len as usize,
+                    self.dma_dir(),
+                    0,
+                )
+            };
+            if dma_mapping_error(dev, addr) {
+                return Err(ENOMEM);
+            }
+            pdu.single_addr.store(addr, Relaxed);
+            pdu.single_len.store(len, Relaxed);
+            return Ok(1);
+        }
+        let sg = pdu.sg.get().cast::<bindings::scatterlist>();
+        // SAFETY: `raw()` is a valid request; physical segments are bounded by the queue
+        // limits we set (`max_segments <= MAX_SEGMENTS`).
+        let nseg = unsafe { (*self.raw()).nr_phys_segments } as usize;
+        if nseg == 0 || nseg > MAX_SEGMENTS {
+            return Err(EINVAL);
+        }
+        // SAFETY: `sg` points to `MAX_SEGMENTS` entries owned by this request.
+        unsafe { bindings::sg_init_table(sg, nseg as c_uint) };
+        let mut last: *mut bindings::scatterlist = core::ptr::null_mut();
+        // SAFETY: the table has room for `nr_phys_segments` entries, which is the most
+        // `__blk_rq_map_sg` fills.
+        let nents = unsafe { bindings::__blk_rq_map_sg(self.raw(), sg, &mut last) };
+        if nents <= 0 || nents as usize > nseg {
+            return Err(EIO);
+        }
+        // SAFETY: `sg` holds `nents` initialized entries; `dev` is the bound device doing
+        // the DMA; direction matches the operation.
+        let mapped =
+            unsafe { bindings::dma_map_sg_attrs(device_raw(dev), sg, nents, self.dma_dir(), 0) };
+        if mapped == 0 {
+            return Err(ENOMEM);
+        }
+        pdu.nents.store(nents as u32, Relaxed);
+        pdu.mapped.store(mapped as u32, Relaxed);
+        Ok(mapped as u32)
+    }
+
+    /// The direction of the data: to the device for writes (`op_is_write`, a static inline:
+    /// odd operations write).
+    fn dma_dir(&self) -> bindings::dma_data_direction {
+        if self.cmd_flags() & 1 != 0 {
+            DataDirection::ToDevice
+        } else {
+            DataDirection::FromDevice
+        }
+        .into()
+    }
+
+    /// The DMA segments (bus address, length) of a request mapped by [`Self::map_data`].
+    pub(crate) fn segments(&self) -> impl Iterator<Item = (u64, u32)> + '_ {
+        let pdu = self.pdu();
+        let single_len = pdu.single_len.load(Relaxed);
+        let single = (single_len != 0).then(|| (pdu.single_addr.load(Relaxed), single_len));
+        let n = if single.is_some() {
+            0
+        } else {
+            pdu.mapped.load(Relaxed) as usize
+        };
+        let sg = pdu.sg.get().cast::<bindings::scatterlist>();
+        Iterator::chain(
+            single.into_iter(),
+            (0..n.min(MAX_SEGMENTS)).map(move |i| {
+                // SAFETY: entries `0..mapped` were filled by `dma_map_sg_attrs`, and `i` is in
+                // bounds of the array.
+                unsafe {
+                    let e = sg.add(i);
+                    ((*e).dma_address, (*e).dma_length)
+                }
+            }),
+        )
+    }
+
+    /// Undoes [`Self::map_data`]; does nothing if nothing is mapped.
+    pub(crate) fn unmap_data(&self, dev: &Device<Bound>) {
+        let pdu = self.pdu();
+        let single_len = pdu.single_len.swap(0, Relaxed);
+        if single_len != 0 {
+            // SAFETY: mapped by `map_data` for `dev` in this direction with this length, and
+            // unmapped once (the length was swapped to 0).
+            unsafe {
+                bindings::dma_unmap_page_attrs(
+                    device_raw(dev),
+                    pdu.single_addr.load(Relaxed),
+                    single_len as usize,
+                    self.dma_dir(),
+                    0,
+                )
+            };
+            return;
+        }
+        let nents = pdu.nents.swap(0, Relaxed);
+        pdu.mapped.store(0, Relaxed);
+        if nents == 0 {
+            return;
+        }
+        let sg = pdu.sg.get().cast::<bindings::scatterlist>();
+        // SAFETY: `sg` was mapped with `nents` entries for `dev` in this direction by
+        // `map_data`, and is unmapped once (the count was swapped to 0).
+        unsafe {
+            bindings::dma_unmap_sg_attrs(device_raw(dev), sg, nents as c_int, self.dma_dir(), 0)
+        };
+    }
+}

@@ -1,0 +1,378 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! A disk on a tag set: its `gendisk`, queue limits and block device operations (upstream:
+//! `kernel::block::mq::gen_disk`).
+
+use super::{dma_map::MAX_SEGMENTS, Operations, Request, TagSet};
+use crate::kernel_ext::{device_raw, sync::MemallocNoio};
+use core::{
+    ffi::{c_int, c_uint, c_void},
+    marker::PhantomData,
+    ptr::NonNull,
+};
+use kernel::{
+    bindings,
+    device::{Bound, Device},
+    prelude::*,
+    static_lock_class,
+};
+
+/// `BLK_FEAT_*` (include/linux/blkdev.h; `__force` casts bindgen cannot evaluate).
+const BLK_FEAT_WRITE_CACHE: u32 = 1 << 0;
+const BLK_FEAT_FUA: u32 = 1 << 1;
+
+/// Queue limits for a new disk.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Limits {
+    pub(crate) logical_block_size: u32,
+    pub(crate) physical_block_size: u32,
+    pub(crate) max_hw_sectors: u32,
+    pub(crate) max_segments: u16,
+    pub(crate) virt_boundary_mask: usize,
+    pub(crate) max_segment_size: u32,
+    pub(crate) dma_alignment: u32,
+    pub(crate) write_cache: bool,
+    pub(crate) fua: bool,
+    pub(crate) max_discard_sectors: u32,
+    pub(crate) max_discard_segments: u16,
+    pub(crate) discard_granularity: u32,
+    pub(crate) max_write_zeroes_sectors: u32,
+    pub(crate) io_min: u32,
+    pub(crate) io_opt: u32,
+}
+
+impl Limits {
+    fn to_raw(self) -> bindings::queue_limits {
+        let mut lim: bindings::queue_limits = pin_init::zeroed();
+        self.apply(&mut lim);
+        lim
+    }
+
+    /// Sets the limits this type covers in `lim`, leaving the others (those the block layer
+    /// set, e.g. polling support) as they are.
+    fn apply(self, lim: &mut bindings::queue_limits) {
+        lim.logical_block_size = self.logical_block_size;
+        lim.physical_block_size = self.physical_block_size;
+        lim.max_hw_sectors = self.max_hw_sectors;
+        lim.max_segments = self.max_segments.min(MAX_SEGMENTS as u16);
+        lim.virt_boundary_mask = self.virt_boundary_mask;
+        lim.max_segment_size = self.max_segment_size;
+        lim.dma_alignment = self.dma_alignment;
+        lim.features &= !(BLK_FEAT_WRITE_CACHE | BLK_FEAT_FUA);
+        if self.write_cache {
+            lim.features |= BLK_FEAT_WRITE_CACHE;
+            if self.fua {
+                lim.features |= BLK_FEAT_FUA;
+            }
+        }
+        lim.max_hw_discard_sectors = self.max_discard_sectors;
+        lim.max_discard_segments = self.max_discard_segments;
+        lim.discard_granularity = self.discard_granularity;
+        lim.max_write_zeroes_sectors = self.max_write_zeroes_sectors;
+        lim.io_min = self.io_min;
+        lim.io_opt = self.io_opt;
+    }
+}
+
+/// `BLK_OPEN_WRITE` (include/linux/blkdev.h; a `__force` cast bindgen cannot evaluate).
+const BLK_OPEN_WRITE: u32 = 1 << 1;
+
+/// The `block_device_operations` of a [`Operations`] implementor, with this module as owner (an
+/// open disk pins the module).
+struct DiskOps<T: Operations>(PhantomData<T>);
+
+impl<T: Operations> DiskOps<T> {
+    const FOPS: bindings::block_device_operations = bindings::block_device_operations {
+        owner: <crate::RnvmeModule as kernel::ModuleMetadata>::THIS_MODULE.as_ptr(),
+        ioctl: Some(Self::ioctl),
+        // The NVMe passthrough structures have the same layout for 32-bit callers.
+        compat_ioctl: Some(Self::ioctl),
+        free_disk: Some(Self::free_disk),
+        ..pin_init::zeroed()
+    };
+
+    /// # Safety
+    ///
+    /// Called by the block layer for an open block device of a disk created by
+    /// [`GenDisk::new`], whose `private_data` holds a `T::Private` until `free_disk`.
+    unsafe extern "C" fn ioctl(
+        bdev: *mut bindings::block_device,
+        mode: bindings::blk_mode_t,
+        cmd: c_uint,
+        arg: kernel::ffi::c_ulong,
+    ) -> c_int {
+        // SAFETY: see the function's safety section; an open block device holds a
+        // reference to its disk.
+        let p = unsafe { &*(*(*bdev).bd_disk).private_data.cast::<T::Private>() };
+        match T::ioctl(p, mode & BLK_OPEN_WRITE != 0, cmd, arg) {
+            Ok(v) => v as c_int,
+            Err(e) => e.to_errno(),
+        }
+    }
+
+    /// # Safety
+    ///
+    /// Called by the block layer once, when the last reference to the disk is dropped.
+    unsafe extern "C" fn free_disk(disk: *mut bindings::gendisk) {
+        // SAFETY: `GenDisk::new` stored a `KBox<T::Private>` there (or left it null).
+        unsafe {
+            let p = (*disk).private_data.cast::<T::Private>();
+            if !p.is_null() {
+                (*disk).private_data = core::ptr::null_mut();
+                drop(KBox::from_raw(p));
+            }
+        }
+    }
+}
+
+/// A disk on a tag set; owned by its [`TagSet`].
+///
+/// # Invariants
+///
+/// `disk` came from `__blk_mq_alloc_disk` with `queuedata` pointing to `data`; `added` says
+/// whether `device_add_disk` succeeded. `drop` deletes (if added) and puts the disk before
+/// `data` is freed.
+pub(super) struct GenDisk<'a, T: Operations> {
+    pub(super) disk: NonNull<bindings::gendisk>,
+    pub(super) added: bool,
+    /// Marked dead (`blk_mark_disk_dead`).
+    pub(super) dead: bool,
+    /// Frozen by [`TagSet::freeze_disks_non_owner`].
+    pub(super) held: bool,
+    /// Only reached through the request queue's `queuedata`.
+    pub(super) _data: Pin<KBox<T::DiskData<'a>>>,
+}
+
+// SAFETY: the gendisk is a kernel object usable from any thread.
+unsafe impl<T: Operations> Send for GenDisk<'_, T> {}
+// SAFETY: as above; `data` is `Sync`.
+unsafe impl<T: Operations> Sync for GenDisk<'_, T> {}
+
+/// A disk of a [`TagSet`], borrowed from it.
+pub(crate) struct DiskRef<'s, 'a, T: Operations> {
+    pub(super) disk: &'s GenDisk<'a, T>,
+}
+
+impl<'s, 'a, T: Operations> DiskRef<'s, 'a, T> {
+    pub(crate) fn data(&self) -> &'s T::DiskData<'a> {
+        &self.disk._data
+    }
+
+    /// Changes the disk's queue limits and capacity in place (a namespace formatted with
+    /// another block size, or resized). With its queue frozen, so no request built for the
+    /// old format is in flight or issued meanwhile, `update` changes the driver's data and
+    /// returns the new limits and capacity in sectors, which are then applied (the capacity
+    /// change with a `RESIZE` uevent).
+    pub(crate) fn update(&self, update: impl FnOnce(&T::DiskData<'a>) -> (Limits, u64)) -> Result {
+        let disk = self.disk.disk.as_ptr();
+        let _noio = MemallocNoio::save();
+        // SAFETY: the disk is added and alive (`self` borrows it), so is its queue.
+        let q = unsafe { (*disk).queue };
+        // SAFETY: `q` is live; unfrozen below on this task. Freezing nests.
+        unsafe { bindings::blk_mq_freeze_queue_nomemsave(q) };
+        let (limits, sectors) = update(&self.disk._data);
+        // SAFETY: `q` is live; the limits are read under `limits_lock`, which
+        // `queue_limits_commit_update` releases (`queue_limits_start_update` is inline).
+        let ret = unsafe {
+            bindings::mutex_lock(&raw mut (*q).limits_lock);
+            let mut lim = core::ptr::read(&raw const (*q).limits);
+            limits.apply(&mut lim);
+            bindings::queue_limits_commit_update(q, &mut lim)
+        };
+        let ret = kernel::error::to_result(ret);
+        if ret.is_ok() {
+            // SAFETY: the disk is live.
+            unsafe { bindings::set_capacity_and_notify(disk, sectors) };
+        }
+        // SAFETY: frozen above.
+        unsafe { bindings::blk_mq_unfreeze_queue_nomemrestore(q) };
+        ret
+    }
+
+    /// Runs one driver-private request (`REQ_OP_DRV_OUT` if `to_device`, else
+    /// `REQ_OP_DRV_IN`) through the disk's queues and waits for it: `len` bytes of user
+    /// memory at `addr` are its data (pinned, or bounced when the block layer's alignment
+    /// rules require), `timeout_ms` its timeout (0: the tag set's). `prep` fills the
+    /// driver's state before it is issued, `done` reads it back after it ended.
+    ///
+    /// Fails with `EFAULT` for a bad user buffer, `EINVAL` when it exceeds the queue
+    /// limits, and the block layer's error if the request failed in the driver.
+    pub(crate) fn execute_private<R>(
+        &self,
+        to_device: bool,
+        addr: usize,
+        len: u32,
+        timeout_ms: u32,
+        prep: impl FnOnce(&T::Rq),
+        done: impl FnOnce(&T::Rq) -> R,
+    ) -> Result<R> {
+        let disk = self.disk.disk.as_ptr();
+        let op = if to_device {
+            bindings::req_op_REQ_OP_DRV_OUT
+        } else {
+            bindings::req_op_REQ_OP_DRV_IN
+        };
+        // SAFETY: the disk is added and alive (`self` borrows it), so is its queue.
+        let q = unsafe { (*disk).queue };
+        // SAFETY: `q` is a live request queue of our tag set.
+        let rq = kernel::error::from_err_ptr(unsafe { bindings::blk_mq_alloc_request(q, op, 0) })?;
+        // SAFETY: `rq` is a request we own until `blk_mq_free_request`.
+        let request = unsafe { Request::<T>::from_raw(rq) };
+        if timeout_ms != 0 {
+            let j = kernel::time::msecs_to_jiffies(timeout_ms);
+            // SAFETY: as above; not yet issued.
+            unsafe { (*rq).timeout = c_uint::try_from(j).unwrap_or(c_uint::MAX) };
+        }
+        prep(request.data());
+        let mut bio = core::ptr::null_mut();
+        if len > 0 {
+            // SAFETY: `rq` is ours and not issued; `blk_rq_map_user` checks the user range
+            // (access_ok) and copies or pins it.
+            let ret = unsafe {
+                bindings::blk_rq_map_user(
+                    q,
+                    rq,
+                    core::ptr::null_mut(),
+                    addr as *mut c_void,
+                    len as usize,
+                    bindings::GFP_KERNEL,
+                )
+            };
+            if ret != 0 {
+                // SAFETY: `rq` is ours and was never issued.
+                unsafe { bindings::blk_mq_free_request(rq) };
+                return Err(Error::from_errno(ret));
+            }
+            // The bio chain must be remembered for unmapping: the request's own pointer
+            // moves on as it completes.
+            // SAFETY: `rq` is ours.
+            bio = unsafe { (*rq).bio };
+        }
+        // SAFETY: `rq` is set up; this waits for it to end.
+        let status = unsafe { bindings::blk_execute_rq(rq, false) };
+        let r = done(request.data());
+        let unmapped = if bio.is_null() {
+            0
+        } else {
+            // SAFETY: `bio` is the chain `blk_rq_map_user` built for `rq`; copies bounced
+            // data back to user memory and unpins.
+            unsafe { bindings::blk_rq_unmap_user(bio) }
+        };
+        // SAFETY: `rq` ended and is ours; not used afterwards.
+        unsafe { bindings::blk_mq_free_request(rq) };
+        if status != 0 {
+            return Err(EIO);
+        }
+        if unmapped != 0 {
+            return Err(Error::from_errno(unmapped));
+        }
+        Ok(r)
+    }
+}
+
+impl<'a, T: Operations> GenDisk<'a, T> {
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn new(
+        set: &TagSet<'a, T>,
+        limits: Limits,
+        name: core::fmt::Arguments<'_>,
+        sectors: u64,
+        parent: &Device<Bound>,
+        data: T::DiskData<'a>,
+        private: T::Private,
+        fault: Result,
+    ) -> Result<Self> {
+        let data = KBox::pin(data, GFP_KERNEL)?;
+        let private = KBox::new(private, GFP_KERNEL)?;
+        let mut lim = limits.to_raw();
+        let qd = core::ptr::from_ref::<T::DiskData<'a>>(&data)
+            .cast_mut()
+            .cast::<c_void>();
+        // SAFETY: `set` is an allocated tag set; `lim` is a valid limits structure;
+        // `qd` outlives the disk (invariant).
+        let disk = kernel::error::from_err_ptr(unsafe {
+            bindings::__blk_mq_alloc_disk(set.raw(), &mut lim, qd, static_lock_class!().as_ptr())
+        })?;
+        // INVARIANT: `disk` came from `__blk_mq_alloc_disk` with `queuedata` pointing to
+        // `data`; not added yet.
+        let mut this = Self {
+            // SAFETY: `from_err_ptr` returned a non-error pointer.
+            disk: unsafe { NonNull::new_unchecked(disk) },
+            added: false,
+            dead: false,
+            held: false,
+            _data: data,
+        };
+        let name = kernel::str::CString::try_from_fmt(name)?;
+        let bytes = name.to_bytes_with_nul();
+        // SAFETY: `disk` is valid and not yet visible to anyone else.
+        unsafe {
+            let dn = &mut (*disk).disk_name;
+            if bytes.len() > dn.len() {
+                return Err(ENAMETOOLONG);
+            }
+            for (d, s) in dn.iter_mut().zip(bytes) {
+                *d = *s;
+            }
+            (*disk).fops = &DiskOps::<T>::FOPS;
+            // Freed by `free_disk`, with the disk's last reference.
+            (*disk).private_data = KBox::into_raw(private).cast();
+            // Dynamic block device numbers: no fixed major, no partitions of our own.
+            (*disk).major = 0;
+            (*disk).first_minor = 0;
+            (*disk).minors = 0;
+            bindings::set_capacity(disk, sectors);
+        }
+        let added = fault.and_then(|()| {
+            // SAFETY: `disk` is fully set up; `parent` is a bound device.
+            kernel::error::to_result(unsafe {
+                bindings::device_add_disk(device_raw(parent), disk, core::ptr::null_mut())
+            })
+        });
+        if let Err(e) = added {
+            // The block layer calls `free_disk` only for disks that were added: take the
+            // private data back here, or it leaks with everything it holds.
+            // SAFETY: set above from `KBox::into_raw`; the disk was never added, so nobody
+            // else saw the pointer, and it is cleared before `put_disk` (in `drop`) runs.
+            unsafe {
+                let p = (*disk).private_data.cast::<T::Private>();
+                (*disk).private_data = core::ptr::null_mut();
+                drop(KBox::from_raw(p));
+            }
+            return Err(e);
+        }
+        // INVARIANT: `device_add_disk` succeeded.
+        this.added = true;
+        Ok(this)
+    }
+
+    /// Removes the disk from the system: waits for open I/O to finish and fails new I/O.
+    pub(super) fn remove(&mut self) {
+        self.unfreeze_non_owner();
+        if self.added {
+            self.added = false;
+            // SAFETY: the disk was added (invariant) and is deleted once.
+            unsafe { bindings::del_gendisk(self.disk.as_ptr()) };
+        }
+    }
+}
+
+impl<T: Operations> GenDisk<'_, T> {
+    pub(super) fn unfreeze_non_owner(&mut self) {
+        if self.held {
+            self.held = false;
+            // SAFETY: the disk is alive (invariant) and its queue was frozen by
+            // `freeze_disks_non_owner`, once.
+            unsafe { bindings::blk_mq_unfreeze_queue_non_owner((*self.disk.as_ptr()).queue) };
+        }
+    }
+}
+
+impl<T: Operations> Drop for GenDisk<'_, T> {
+    fn drop(&mut self) {
+        self.remove();
+        // SAFETY: allocated in `new`; our reference is dropped once. The request queue is
+        // gone once this returns, so `data` is no longer referenced by it.
+        unsafe { bindings::put_disk(self.disk.as_ptr()) };
+    }
+}

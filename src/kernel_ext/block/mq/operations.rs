@@ -1,0 +1,255 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The driver's side of a tag set and the `blk_mq_ops` table calling it (upstream:
+//! `kernel::block::mq::operations`).
+
+use super::{
+    request::{rq_to_pdu, Pdu},
+    tag_set::SetHeader,
+    BlkStatus, Request, TagSetRef, Tags,
+};
+use core::{
+    ffi::{c_int, c_uint, c_void},
+    marker::PhantomData,
+    ptr::NonNull,
+    sync::atomic::{AtomicU32, AtomicU64},
+};
+use kernel::{bindings, prelude::*};
+
+/// The driver side of a tag set (upstream's `Operations`, with the callbacks an NVMe driver
+/// needs beyond rnull's: upstream candidates).
+///
+/// `SetData`, `Queue` and `DiskData` may borrow from the bound device (lifetime `'a`); the
+/// owner of the [`TagSet`] and [`GenDisk`]s keeps them inside that lifetime.
+pub(crate) trait Operations: Sized + 'static {
+    /// Per tag set: holds the hardware queues.
+    type SetData<'a>: Sync;
+    /// One hardware queue.
+    type Queue<'a>: Sync;
+    /// Per disk (namespace).
+    type DiskData<'a>: Sync;
+    /// Driver state in each request's private data; built once per request.
+    type Rq: Sync;
+    /// Per disk, owned by the `gendisk` itself: it lives until the last opener of the
+    /// block device is gone, which can be after the disk was removed.
+    type Private: Send + Sync + 'static;
+
+    /// The queue serving hardware queue `index`.
+    fn queue<'a>(set: &'a Self::SetData<'a>, index: u32) -> Option<&'a Self::Queue<'a>>;
+    /// Called when blk-mq attaches `tags` to hardware queue `q`.
+    fn init_queue(q: &Self::Queue<'_>, tags: Tags<Self>);
+    /// Initial value of the driver state of a request.
+    fn new_rq() -> Self::Rq;
+    /// Issue `rq` on `q`. `last` is false when more requests follow in this batch and
+    /// [`Self::commit_rqs`] will be called.
+    fn queue_rq(q: &Self::Queue<'_>, rq: &Request<Self>, last: bool) -> BlkStatus;
+    /// End of a batch whose last request did not have `last` set.
+    fn commit_rqs(q: &Self::Queue<'_>);
+    /// Completion, in the context blk-mq chose, after [`Request::complete`].
+    fn complete(rq: &Request<Self>);
+    /// A request that completed successfully is about to be ended as part of a
+    /// [`CompletionBatch`]: release what the driver holds for it (its DMA mapping).
+    fn end_batched(rq: &Request<Self>);
+    /// Reaps completions of polled queue `q` (no interrupt); returns how many were found.
+    fn poll(q: &Self::Queue<'_>) -> u32;
+    /// `rq` has been in flight for longer than the queue's timeout. Runs in process context
+    /// (blk-mq's timeout work) and may sleep; `set` is the tag set `rq` belongs to.
+    fn timeout(set: TagSetRef<'_, Self>, q: &Self::Queue<'_>, rq: &Request<Self>) -> Timeout;
+    /// An ioctl on the disk's block device that the block layer does not handle itself;
+    /// `writable` says whether the device was opened for writing.
+    fn ioctl(p: &Self::Private, writable: bool, cmd: u32, arg: usize) -> Result<isize>;
+
+    /// Proof that `SetData` is covariant in its lifetime: implement it as `d`, which only
+    /// compiles for a covariant type. [`TagSetRef::data`] relies on it to lend data made
+    /// for a longer lifetime as data for the borrow's (it cannot name the longer one).
+    #[allow(dead_code, reason = "a proof checked by the compiler, never called")]
+    fn shorten_set<'s, 'l: 's>(d: &'s Self::SetData<'l>) -> &'s Self::SetData<'s>;
+    /// The same proof for `DiskData`, which [`Request::disk`] relies on.
+    #[allow(dead_code, reason = "a proof checked by the compiler, never called")]
+    fn shorten_disk<'s, 'l: 's>(d: &'s Self::DiskData<'l>) -> &'s Self::DiskData<'s>;
+}
+
+/// What the driver did about a request that timed out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Timeout {
+    /// The request was completed (or will be, by the driver): do not re-arm its timer.
+    Done,
+    /// Give the request another timeout period (e.g. an abort was sent for it).
+    ResetTimer,
+}
+
+/// The `blk_mq_ops` of a [`Operations`] implementor.
+pub(super) struct OperationsVTable<T: Operations>(PhantomData<T>);
+
+impl<T: Operations> OperationsVTable<T> {
+    pub(super) const OPS: bindings::blk_mq_ops = bindings::blk_mq_ops {
+        queue_rq: Some(Self::queue_rq),
+        commit_rqs: Some(Self::commit_rqs),
+        complete: Some(Self::complete),
+        init_hctx: Some(Self::init_hctx),
+        init_request: Some(Self::init_request),
+        map_queues: Some(Self::map_queues),
+        timeout: Some(Self::timeout),
+        poll: Some(Self::poll),
+        ..pin_init::zeroed()
+    };
+
+    /// # Safety
+    ///
+    /// `hctx` belongs to a queue of a tag set created by [`TagSet::new`] for `T`, after
+    /// `init_hctx` ran.
+    unsafe fn queue<'h>(hctx: *mut bindings::blk_mq_hw_ctx) -> &'h T::Queue<'h> {
+        // SAFETY: `init_hctx` stored a pointer to a queue in the set data, which lives as
+        // long as the tag set.
+        unsafe { &*(*hctx).driver_data.cast::<T::Queue<'h>>() }
+    }
+
+    /// # Safety
+    ///
+    /// Only called by blk-mq, for a tag set created by [`TagSet::new`] for `T`.
+    unsafe extern "C" fn queue_rq(
+        hctx: *mut bindings::blk_mq_hw_ctx,
+        bd: *const bindings::blk_mq_queue_data,
+    ) -> bindings::blk_status_t {
+        // SAFETY: blk-mq passes a live hctx of our set and a request it hands to us.
+        let (q, rq, last) = unsafe { (Self::queue(hctx), Request::from_raw((*bd).rq), (*bd).last) };
+        T::queue_rq(q, rq, last) as bindings::blk_status_t
+    }
+
+    /// # Safety
+    ///
+    /// Only called by blk-mq, for a tag set created by [`TagSet::new`] for `T`.
+    unsafe extern "C" fn commit_rqs(hctx: *mut bindings::blk_mq_hw_ctx) {
+        // SAFETY: blk-mq passes a live hctx of our set.
+        T::commit_rqs(unsafe { Self::queue(hctx) })
+    }
+
+    /// # Safety
+    ///
+    /// Only called by blk-mq, for a tag set created by [`TagSet::new`] for `T`.
+    unsafe extern "C" fn complete(rq: *mut bindings::request) {
+        // SAFETY: blk-mq passes a request of our set that we completed.
+        T::complete(unsafe { Request::from_raw(rq) })
+    }
+
+    /// # Safety
+    ///
+    /// Only called by blk-mq, for a tag set created by [`TagSet::new`] for `T`.
+    unsafe extern "C" fn poll(
+        hctx: *mut bindings::blk_mq_hw_ctx,
+        _iob: *mut bindings::io_comp_batch,
+    ) -> c_int {
+        // SAFETY: blk-mq passes a live hctx of our set.
+        T::poll(unsafe { Self::queue(hctx) }) as c_int
+    }
+
+    /// # Safety
+    ///
+    /// Only called by blk-mq, for a tag set created by [`TagSet::new`] for `T`.
+    unsafe extern "C" fn timeout(rq: *mut bindings::request) -> bindings::blk_eh_timer_return {
+        // SAFETY: blk-mq passes a request of our set that timed out, holding a reference to
+        // it and to its queue; its hctx was initialized by `init_hctx`.
+        let (q, set, rq) = unsafe {
+            (
+                Self::queue((*rq).mq_hctx),
+                (*(*rq).q).tag_set,
+                Request::from_raw(rq),
+            )
+        };
+        let Some(set) = NonNull::new(set) else {
+            return bindings::blk_eh_timer_return_BLK_EH_RESET_TIMER;
+        };
+        // The tag set outlives its request queues, so it is alive during this call.
+        // INVARIANT: the tag set outlives its request queues, so it is alive during this call.
+        let set = TagSetRef {
+            set,
+            _p: PhantomData,
+        };
+        match T::timeout(set, q, rq) {
+            Timeout::Done => bindings::blk_eh_timer_return_BLK_EH_DONE,
+            Timeout::ResetTimer => bindings::blk_eh_timer_return_BLK_EH_RESET_TIMER,
+        }
+    }
+
+    /// # Safety
+    ///
+    /// Only called by blk-mq, for a tag set created by [`TagSet::new`] for `T`.
+    unsafe extern "C" fn init_hctx(
+        hctx: *mut bindings::blk_mq_hw_ctx,
+        driver_data: *mut c_void,
+        index: c_uint,
+    ) -> c_int {
+        // SAFETY: `driver_data` is the set's `driver_data`, our `SetHeader`.
+        let header = unsafe { &*driver_data.cast::<SetHeader<'_, T>>() };
+        let Some(q) = T::queue(&header.data, index) else {
+            return EINVAL.to_errno();
+        };
+        // SAFETY: `hctx` is being initialized by blk-mq and its `tags` are set.
+        let Some(tags) = NonNull::new(unsafe { (*hctx).tags }) else {
+            return EINVAL.to_errno();
+        };
+        T::init_queue(
+            q,
+            // INVARIANT: blk-mq set this queue's tags, which live as long as the tag set.
+            Tags {
+                tags,
+                _p: PhantomData,
+            },
+        );
+        // SAFETY: as above; `q` lives as long as the set.
+        unsafe { (*hctx).driver_data = core::ptr::from_ref::<T::Queue<'_>>(q).cast_mut().cast() };
+        0
+    }
+
+    /// # Safety
+    ///
+    /// Only called by blk-mq, for a tag set created by [`TagSet::new`] for `T`.
+    unsafe extern "C" fn init_request(
+        _set: *mut bindings::blk_mq_tag_set,
+        rq: *mut bindings::request,
+        _hctx_idx: c_uint,
+        _numa_node: c_int,
+    ) -> c_int {
+        // SAFETY: blk-mq allocated `cmd_size` bytes behind `rq` for our PDU; writing each
+        // field initializes it (never dropped: the driver state holds no resources). The
+        // scatterlist is zeroed in place rather than built on the stack (4 KiB).
+        unsafe {
+            let pdu = rq_to_pdu(rq).cast::<Pdu<T>>();
+            (&raw mut (*pdu).nents).write(AtomicU32::new(0));
+            (&raw mut (*pdu).single_addr).write(AtomicU64::new(0));
+            (&raw mut (*pdu).single_len).write(AtomicU32::new(0));
+            (&raw mut (*pdu).mapped).write(AtomicU32::new(0));
+            (&raw mut (*pdu).drv).write(T::new_rq());
+            (&raw mut (*pdu).sg).write_bytes(0, 1);
+        }
+        0
+    }
+
+    /// # Safety
+    ///
+    /// Only called by blk-mq, for a tag set created by [`TagSet::new`] for `T`.
+    unsafe extern "C" fn map_queues(set: *mut bindings::blk_mq_tag_set) {
+        // SAFETY: `set` is our tag set; `driver_data` points to its header; `nr_maps` maps
+        // exist.
+        unsafe {
+            let header = &*(*set).driver_data.cast::<SetHeader<'_, T>>();
+            let map = &raw mut (*set).map[bindings::hctx_type_HCTX_TYPE_DEFAULT as usize];
+            (*map).nr_queues = header.nr_default;
+            (*map).queue_offset = 0;
+            match header.irq_dev {
+                Some((dev, first)) => bindings::blk_mq_map_hw_queues(map, dev, first),
+                None => bindings::blk_mq_map_queues(map),
+            }
+            if (*set).nr_maps > bindings::hctx_type_HCTX_TYPE_POLL {
+                // No read queues: reads share the default ones.
+                let read = &raw mut (*set).map[bindings::hctx_type_HCTX_TYPE_READ as usize];
+                (*read).nr_queues = 0;
+                // Polled queues have no interrupt, hence no affinity: spread them evenly.
+                let poll = &raw mut (*set).map[bindings::hctx_type_HCTX_TYPE_POLL as usize];
+                (*poll).nr_queues = header.nr_poll;
+                (*poll).queue_offset = header.nr_default;
+                bindings::blk_mq_map_queues(poll);
+            }
+        }
+    }
+}

@@ -1,0 +1,233 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! A block layer request as the driver sees it between `queue_rq` and its end (upstream:
+//! `kernel::block::mq::request`).
+
+use super::{dma_map::MAX_SEGMENTS, BlkStatus, Operations};
+use core::{
+    ffi::c_void,
+    marker::PhantomData,
+    // Per-request state is written by one CPU at a time, handed over by blk-mq's own
+    // ordering; core's atomics compile to plain loads and stores, where the LKMM ones go
+    // through out-of-line C helpers (measured in the README's optimisation table).
+    sync::atomic::{AtomicU32, AtomicU64},
+};
+use kernel::{bindings, types::Opaque};
+
+/// `REQ_OP_MASK` (include/linux/blk_types.h): the operation is the low bits of `cmd_flags`.
+const REQ_OP_MASK: u32 = (1 << bindings::REQ_OP_BITS) - 1;
+/// `RQF_DONTPREP`: the request was prepared by the driver once; blk-mq clears it when the
+/// request is reused. (The `RQF_*` masks are `#define`s over an enum of bit numbers, which
+/// bindgen only sees as the bit numbers.)
+const RQF_DONTPREP: u32 = 1 << bindings::rqf_flags___RQF_DONTPREP;
+
+/// A request's operation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ReqOp {
+    Read,
+    Write,
+    Flush,
+    Discard,
+    WriteZeroes,
+    /// A driver-private command from user space (passthrough ioctl): data from the device.
+    DrvIn,
+    /// A driver-private command from user space: data to the device.
+    DrvOut,
+    Other(u32),
+}
+
+/// Driver-private data blk-mq allocates behind every `struct request` (`cmd_size`).
+#[repr(C)]
+pub(super) struct Pdu<T: Operations> {
+    /// Scatterlist entries filled by `blk_rq_map_sg` (0: no scatterlist mapped).
+    pub(super) nents: AtomicU32,
+    /// A single-segment request mapped without the scatterlist: its bus address and length
+    /// (length 0: not mapped this way).
+    pub(super) single_addr: AtomicU64,
+    pub(super) single_len: AtomicU32,
+    /// Entries holding DMA segments after `dma_map_sg`.
+    pub(super) mapped: AtomicU32,
+    pub(super) drv: T::Rq,
+    pub(super) sg: Opaque<[bindings::scatterlist; MAX_SEGMENTS]>,
+}
+
+/// `blk_mq_rq_to_pdu`, a static inline (its Rust helper is an out-of-line call on the
+/// I/O path): the driver's data starts right after `struct request`.
+pub(super) fn rq_to_pdu(rq: *mut bindings::request) -> *mut c_void {
+    rq.wrapping_add(1).cast()
+}
+
+/// A block layer request, seen by the driver between `queue_rq` and its end.
+///
+/// # Invariants
+///
+/// The request belongs to a tag set created by [`super::TagSet::new`] for `T`, so blk-mq
+/// allocated a [`Pdu<T>`] behind it, initialized by `init_request`.
+#[repr(transparent)]
+pub(crate) struct Request<T: Operations>(Opaque<bindings::request>, PhantomData<T>);
+
+impl<T: Operations> Request<T> {
+    /// # Safety
+    ///
+    /// `ptr` points to a live request of a tag set created by [`TagSet::new`] for `T`.
+    pub(super) unsafe fn from_raw<'r>(ptr: *mut bindings::request) -> &'r Self {
+        // INVARIANT: the caller passes a request of a tag set for `T`.
+        // SAFETY: `Request` is a transparent wrapper of `struct request`.
+        unsafe { &*ptr.cast() }
+    }
+
+    pub(super) fn raw(&self) -> *mut bindings::request {
+        self.0.get()
+    }
+
+    pub(super) fn pdu(&self) -> &Pdu<T> {
+        // SAFETY: blk-mq allocates `cmd_size = size_of::<Pdu<T>>()` bytes right behind each
+        // request of our tag set, initialized by `init_request` (type invariant).
+        unsafe { &*rq_to_pdu(self.raw()).cast::<Pdu<T>>() }
+    }
+
+    /// The driver's state for this request.
+    pub(crate) fn data(&self) -> &T::Rq {
+        &self.pdu().drv
+    }
+
+    pub(super) fn cmd_flags(&self) -> u32 {
+        // SAFETY: `cmd_flags` is set before the request reaches the driver and is constant
+        // while the driver owns it.
+        unsafe { (*self.raw()).cmd_flags }
+    }
+
+    pub(crate) fn op(&self) -> ReqOp {
+        match self.cmd_flags() & REQ_OP_MASK {
+            bindings::req_op_REQ_OP_READ => ReqOp::Read,
+            bindings::req_op_REQ_OP_WRITE => ReqOp::Write,
+            bindings::req_op_REQ_OP_FLUSH => ReqOp::Flush,
+            bindings::req_op_REQ_OP_DISCARD => ReqOp::Discard,
+            bindings::req_op_REQ_OP_WRITE_ZEROES => ReqOp::WriteZeroes,
+            bindings::req_op_REQ_OP_DRV_IN => ReqOp::DrvIn,
+            bindings::req_op_REQ_OP_DRV_OUT => ReqOp::DrvOut,
+            other => ReqOp::Other(other),
+        }
+    }
+
+    /// The submitter asked for no retries (`REQ_FAILFAST_*`: readahead, multipath), so a
+    /// failure ends the request at once, as `blk_noretry_request`.
+    pub(crate) fn failfast(&self) -> bool {
+        const FAILFAST: u32 = (1 << bindings::req_flag_bits___REQ_FAILFAST_DEV)
+            | (1 << bindings::req_flag_bits___REQ_FAILFAST_TRANSPORT)
+            | (1 << bindings::req_flag_bits___REQ_FAILFAST_DRIVER);
+        self.cmd_flags() & FAILFAST != 0
+    }
+
+    /// Force Unit Access: the write must be on stable media when it completes.
+    pub(crate) fn fua(&self) -> bool {
+        self.cmd_flags() & (1 << bindings::req_flag_bits___REQ_FUA) != 0
+    }
+
+    /// First sector (512 bytes) of the request.
+    pub(crate) fn sector(&self) -> u64 {
+        // SAFETY: constant while the driver owns the request.
+        unsafe { (*self.raw()).__sector }
+    }
+
+    /// Length in bytes.
+    pub(crate) fn bytes(&self) -> u32 {
+        // SAFETY: constant while the driver owns the request.
+        unsafe { (*self.raw()).__data_len }
+    }
+
+    /// The request's tag (unique within its hardware queue).
+    pub(crate) fn tag(&self) -> u32 {
+        // SAFETY: constant while the driver owns the request.
+        unsafe { (*self.raw()).tag as u32 }
+    }
+
+    /// Per-disk data of the disk this request is for, lent for as long as the request is.
+    pub(crate) fn disk(&self) -> &T::DiskData<'_> {
+        // SAFETY: `q->queuedata` was set by `GenDisk::new` to its `DiskData<'a>`, which lives
+        // until the disk is released, after all of its requests ended; so `'a` outlives the
+        // borrow of `self`, and `DiskData` is covariant (`Operations::shorten_disk`), so a
+        // `DiskData<'a>` is a valid `DiskData<'_>` for that borrow.
+        unsafe { &*(*(*self.raw()).q).queuedata.cast::<T::DiskData<'_>>() }
+    }
+
+    /// True the first time the driver sees this request, false when it comes back after
+    /// [`Self::requeue`]: lets per-request state such as a retry count start fresh.
+    pub(crate) fn first_issue(&self) -> bool {
+        // SAFETY: `rq_flags` of a request owned by the driver is only changed by the driver.
+        unsafe {
+            let flags = &raw mut (*self.raw()).rq_flags;
+            if *flags & RQF_DONTPREP != 0 {
+                return false;
+            }
+            *flags |= RQF_DONTPREP;
+        }
+        true
+    }
+
+    /// Marks the request as started (issued to the device), arming its timeout.
+    pub(crate) fn start(&self) {
+        // SAFETY: the request is owned by the driver (we are in `queue_rq`).
+        unsafe { bindings::blk_mq_start_request(self.raw()) };
+    }
+
+    /// Calls `f(first_sector, sectors)` for each bio: the ranges of a (merged) discard.
+    pub(crate) fn for_each_range(&self, mut f: impl FnMut(u64, u32)) {
+        // SAFETY: the bio chain of a request owned by the driver is stable.
+        let mut bio = unsafe { (*self.raw()).bio };
+        while !bio.is_null() {
+            // SAFETY: `bio` is a live bio of this request.
+            let (sector, size, next) = unsafe {
+                (
+                    (*bio).bi_iter.bi_sector,
+                    (*bio).bi_iter.bi_size,
+                    (*bio).bi_next,
+                )
+            };
+            f(sector, size >> 9);
+            bio = next;
+        }
+    }
+
+    /// Hands the request to blk-mq's completion machinery, which calls
+    /// [`Operations::complete`] (on the submitting CPU's softirq when that is cheaper).
+    pub(crate) fn complete(&self) {
+        // SAFETY: the request is in flight on our queue.
+        unsafe { bindings::blk_mq_complete_request(self.raw()) };
+    }
+
+    /// Ends the request with `status`; the driver must not touch it afterwards.
+    pub(crate) fn end(&self, status: BlkStatus) {
+        // SAFETY: the request is owned by the driver; its data was unmapped.
+        unsafe { bindings::blk_mq_end_request(self.raw(), status as bindings::blk_status_t) };
+    }
+
+    /// Whether the request is in flight: issued to the driver and not completed yet.
+    pub(crate) fn in_flight(&self) -> bool {
+        // SAFETY: `state` is updated atomically by blk-mq; reading it is always allowed.
+        let state = unsafe { core::ptr::read_volatile(&raw const (*self.raw()).state) };
+        state == bindings::mq_rq_state_MQ_RQ_IN_FLIGHT
+    }
+
+    /// Puts the request back on the queue to be issued again (a retry).
+    pub(crate) fn requeue(&self) {
+        // SAFETY: the request is owned by the driver and not mapped any more.
+        unsafe { bindings::blk_mq_requeue_request(self.raw(), true) };
+    }
+
+    /// Puts the request back on the queue, to be issued again after `ms` milliseconds
+    /// (`blk_mq_delay_kick_requeue_list`); at once if `ms` is 0.
+    pub(crate) fn requeue_after(&self, ms: u32) {
+        if ms == 0 {
+            self.requeue();
+            return;
+        }
+        // SAFETY: the request is owned by the driver and not mapped any more; its queue
+        // outlives it.
+        unsafe {
+            let q = (*self.raw()).q;
+            bindings::blk_mq_requeue_request(self.raw(), false);
+            bindings::blk_mq_delay_kick_requeue_list(q, ms as usize);
+        }
+    }
+}

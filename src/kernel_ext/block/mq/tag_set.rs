@@ -1,0 +1,378 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! A blk-mq tag set, its queues' tags and its disks (upstream: `kernel::block::mq::tag_set`).
+
+use super::{
+    gen_disk::{DiskRef, GenDisk, Limits},
+    operations::OperationsVTable,
+    request::Pdu,
+    Operations, Request,
+};
+use crate::kernel_ext::{device_raw, sync::MemallocNoio};
+use core::{
+    ffi::{c_uint, c_void},
+    marker::PhantomData,
+    ptr::NonNull,
+};
+use kernel::{
+    bindings,
+    device::{Bound, Device},
+    prelude::*,
+    types::Opaque,
+};
+
+/// What the set's `driver_data` points to.
+pub(super) struct SetHeader<'a, T: Operations> {
+    /// Device whose MSI-X vector affinity the queue map follows, and the first vector used
+    /// by hardware queue 0; `None` maps queues to CPUs evenly.
+    pub(super) irq_dev: Option<(*mut bindings::device, u32)>,
+    /// Hardware queues with interrupts (the default map), then polled ones (the poll map).
+    pub(super) nr_default: u32,
+    pub(super) nr_poll: u32,
+    pub(super) data: T::SetData<'a>,
+}
+
+/// A blk-mq tag set, the driver's data for it, and the disks on it.
+///
+/// # Invariants
+///
+/// `set` was initialized by `blk_mq_alloc_tag_set` with `driver_data` pointing to `header`
+/// and is freed in `drop`, after every disk and before `header`.
+pub(crate) struct TagSet<'a, T: Operations> {
+    disks: KVec<GenDisk<'a, T>>,
+    set: Pin<KBox<Opaque<bindings::blk_mq_tag_set>>>,
+    /// Only reached through the set's `driver_data`.
+    _header: Pin<KBox<SetHeader<'a, T>>>,
+}
+
+// SAFETY: The tag set is a C object designed for concurrent use; the header is only read.
+unsafe impl<T: Operations> Send for TagSet<'_, T> where T::SetData<'static>: Send {}
+// SAFETY: As above.
+unsafe impl<T: Operations> Sync for TagSet<'_, T> {}
+
+impl<'a, T: Operations> TagSet<'a, T> {
+    /// Creates a tag set of `nr_hw_queues` queues with interrupts and `nr_poll` polled
+    /// queues after them (for `REQ_POLLED` I/O, io_uring's IOPOLL), of `depth` tags each.
+    ///
+    /// `irq` (the device and the vector of hardware queue 0) maps CPUs to queues by the
+    /// vectors' affinity, so a request completes on a CPU that submitted to its queue.
+    pub(crate) fn new(
+        nr_hw_queues: u32,
+        nr_poll: u32,
+        depth: u32,
+        timeout_jiffies: u32,
+        irq: Option<(&Device<Bound>, u32)>,
+        data: T::SetData<'a>,
+    ) -> Result<Self> {
+        let header = KBox::pin(
+            SetHeader {
+                irq_dev: irq.map(|(d, v)| (device_raw(d), v)),
+                nr_default: nr_hw_queues,
+                nr_poll,
+                data,
+            },
+            GFP_KERNEL,
+        )?;
+        let set = KBox::pin(Opaque::<bindings::blk_mq_tag_set>::zeroed(), GFP_KERNEL)?;
+        let raw = set.get();
+        // SAFETY: `raw` is zeroed, pinned memory for a tag set; `OPS` lives forever; the
+        // header outlives the set (invariant: freed after it in `drop`).
+        let ret = unsafe {
+            (*raw).ops = &OperationsVTable::<T>::OPS;
+            (*raw).nr_hw_queues = nr_hw_queues + nr_poll;
+            // Default, read (unused) and poll maps when there are polled queues.
+            (*raw).nr_maps = if nr_poll > 0 {
+                bindings::hctx_type_HCTX_TYPE_POLL + 1
+            } else {
+                1
+            };
+            (*raw).queue_depth = depth;
+            (*raw).cmd_size = core::mem::size_of::<Pdu<T>>() as c_uint;
+            (*raw).numa_node = bindings::NUMA_NO_NODE;
+            (*raw).timeout = timeout_jiffies;
+            (*raw).driver_data = core::ptr::from_ref::<SetHeader<'a, T>>(&header)
+                .cast_mut()
+                .cast();
+            bindings::blk_mq_alloc_tag_set(raw)
+        };
+        if ret != 0 {
+            return Err(Error::from_errno(ret));
+        }
+        // INVARIANT: `set` was initialized with `driver_data` pointing to `header`; `drop`
+        // frees it after the disks, and the fields drop in order (`set` before `_header`).
+        Ok(Self {
+            disks: KVec::new(),
+            set,
+            _header: header,
+        })
+    }
+
+    /// Removes every disk from the system (waiting for their I/O), keeping the tag set.
+    pub(crate) fn remove_disks(&mut self) {
+        for d in self.disks.iter_mut() {
+            d.remove();
+        }
+        self.disks.clear();
+    }
+
+    pub(super) fn raw(&self) -> *mut bindings::blk_mq_tag_set {
+        self.set.get()
+    }
+
+    /// A handle for error recovery: quiescing, cancelling requests, the driver's set data.
+    pub(crate) fn handle(&self) -> TagSetRef<'_, T> {
+        // INVARIANT: the set was created by `TagSet::new` and lives as long as `self`.
+        TagSetRef {
+            // SAFETY: `set` is a live, pinned allocation (invariant), so never null.
+            set: unsafe { NonNull::new_unchecked(self.raw()) },
+            _p: PhantomData,
+        }
+    }
+}
+
+/// A borrowed tag set, as error recovery needs it.
+///
+/// # Invariants
+///
+/// `set` is a tag set created by [`TagSet::new`] for `T`, alive for `'s`.
+pub(crate) struct TagSetRef<'s, T: Operations> {
+    pub(super) set: NonNull<bindings::blk_mq_tag_set>,
+    pub(super) _p: PhantomData<(&'s (), T)>,
+}
+
+impl<'s, T: Operations> TagSetRef<'s, T> {
+    /// The driver's data of the set.
+    pub(crate) fn data(&self) -> &'s T::SetData<'s> {
+        // SAFETY: `driver_data` points to the set's `SetHeader`, which outlives the set
+        // (type invariant of `TagSet`), alive for `'s` (type invariant); its data was made
+        // for a lifetime outliving the set, and `SetData` is covariant
+        // (`Operations::shorten_set`), so it is valid as a `SetData<'s>`.
+        unsafe { &(*(*self.set.as_ptr()).driver_data.cast::<SetHeader<'s, T>>()).data }
+    }
+
+    /// Stops blk-mq from calling `queue_rq` on any queue of the set; returns once no call
+    /// is running. Requests keep queueing (and requeued ones wait) until [`Self::unquiesce`].
+    pub(crate) fn quiesce(&self) {
+        // SAFETY: the set is alive (invariant).
+        unsafe { bindings::blk_mq_quiesce_tagset(self.set.as_ptr()) };
+    }
+
+    /// Lets blk-mq dispatch again and runs the queues.
+    pub(crate) fn unquiesce(&self) {
+        // SAFETY: the set is alive (invariant).
+        unsafe { bindings::blk_mq_unquiesce_tagset(self.set.as_ptr()) };
+    }
+
+    /// Calls `f` for every request of the set that is in flight (issued, not completed).
+    /// `f` may complete the request.
+    pub(crate) fn for_each_in_flight(&self, f: &mut dyn FnMut(&Request<T>)) {
+        let mut f = f;
+        let data = (&raw mut f).cast::<c_void>();
+        // SAFETY: the set is alive (invariant); `data` points to `f`, which outlives the
+        // call; `Self::iter` is only called during it.
+        unsafe { bindings::blk_mq_tagset_busy_iter(self.set.as_ptr(), Some(Self::iter), data) };
+    }
+
+    /// # Safety
+    ///
+    /// `data` is the `&mut &mut dyn FnMut` passed by [`Self::for_each_in_flight`]; `rq` a
+    /// started request of the set.
+    unsafe extern "C" fn iter(rq: *mut bindings::request, data: *mut c_void) -> bool {
+        // SAFETY: see the function's safety section.
+        let (f, rq) = unsafe {
+            (
+                &mut *data.cast::<&mut dyn FnMut(&Request<T>)>(),
+                Request::<T>::from_raw(rq),
+            )
+        };
+        // Started covers completed ones too: leave those to their completion.
+        if rq.in_flight() {
+            f(rq);
+        }
+        true
+    }
+
+    /// Waits until every request completed with [`Request::complete`] has been handed to
+    /// [`Operations::complete`] and ended or requeued.
+    pub(crate) fn wait_completed(&self) {
+        // SAFETY: the set is alive (invariant).
+        unsafe { bindings::blk_mq_tagset_wait_completed_request(self.set.as_ptr()) };
+    }
+}
+
+impl<T: Operations> Drop for TagSet<'_, T> {
+    fn drop(&mut self) {
+        self.remove_disks();
+        // SAFETY: allocated in `new` (invariant); every disk using it was released above.
+        unsafe { bindings::blk_mq_free_tag_set(self.raw()) };
+    }
+}
+
+impl<'a, T: Operations> TagSet<'a, T> {
+    /// Adds a disk called `name` of `sectors` 512-byte sectors (it appears in /dev), as a
+    /// child of `parent`.
+    ///
+    /// `fault` is for fault injection: an error there is reported in place of
+    /// `device_add_disk`'s result, so tests walk the path where adding the disk fails (not
+    /// part of an upstream version).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn add_disk(
+        &mut self,
+        limits: Limits,
+        name: core::fmt::Arguments<'_>,
+        sectors: u64,
+        parent: &Device<Bound>,
+        data: T::DiskData<'a>,
+        private: T::Private,
+        fault: Result,
+    ) -> Result {
+        self.disks.reserve(1, GFP_KERNEL)?;
+        let disk = GenDisk::new(self, limits, name, sectors, parent, data, private, fault)?;
+        self.disks.push_within_capacity(disk).map_err(|_| ENOMEM)
+    }
+    /// The first disk whose data satisfies `pred`.
+    pub(crate) fn find_disk(
+        &self,
+        pred: impl Fn(&T::DiskData<'a>) -> bool,
+    ) -> Option<DiskRef<'_, 'a, T>> {
+        self.disks
+            .iter()
+            .find(|d| d.added && pred(&d._data))
+            .map(|disk| DiskRef { disk })
+    }
+
+    /// Freezes the request queues of every disk (waits until no request is in flight and
+    /// holds new ones back) until the returned guard is dropped. Allocations by this task
+    /// do no I/O meanwhile.
+    pub(crate) fn freeze_disks(&self) -> Frozen<'_, 'a, T> {
+        let noio = MemallocNoio::save();
+        let added = || self.disks.iter().filter(|d| d.added);
+        // Start every freeze first, so the queues drain in parallel.
+        for d in added() {
+            // SAFETY: the disk is added and alive (invariant); unfrozen by `Frozen::drop`
+            // on this task, as the freeze's lockdep owner expects.
+            unsafe { bindings::blk_freeze_queue_start((*d.disk.as_ptr()).queue) };
+        }
+        for d in added() {
+            // SAFETY: as above; the freeze was started.
+            unsafe { bindings::blk_mq_freeze_queue_wait((*d.disk.as_ptr()).queue) };
+        }
+        Frozen {
+            set: self,
+            _noio: noio,
+        }
+    }
+
+    /// Freezes the request queues of every disk, as [`Self::freeze_disks`], until
+    /// [`Self::unfreeze_disks_non_owner`], which may run on another task (a resume after a
+    /// suspend, as C's `nvme_start_freeze` and `nvme_unfreeze`). No request is in flight
+    /// when this returns, and new ones wait at the queues' entrance, holding no tag.
+    /// Disks already held stay held once; a disk removed meanwhile is unfrozen first.
+    pub(crate) fn freeze_disks_non_owner(&mut self) {
+        let _noio = MemallocNoio::save();
+        for d in self.disks.iter_mut().filter(|d| d.added && !d.held) {
+            d.held = true;
+            // SAFETY: the disk is added and alive (invariant); unfrozen once, by
+            // `unfreeze_disks_non_owner` or when removed.
+            unsafe { bindings::blk_freeze_queue_start_non_owner((*d.disk.as_ptr()).queue) };
+        }
+        for d in self.disks.iter().filter(|d| d.held) {
+            // SAFETY: as above; the freeze was started.
+            unsafe { bindings::blk_mq_freeze_queue_wait((*d.disk.as_ptr()).queue) };
+        }
+    }
+
+    /// Ends what [`Self::freeze_disks_non_owner`] started.
+    pub(crate) fn unfreeze_disks_non_owner(&mut self) {
+        for d in self.disks.iter_mut() {
+            d.unfreeze_non_owner();
+        }
+    }
+
+    /// Marks every disk dead, as `blk_mark_disk_dead`: its capacity becomes 0, new I/O
+    /// fails at once, and file systems on it are told the device is gone (shut down). The
+    /// disks stay until removed. Returns how many were newly marked.
+    pub(crate) fn mark_disks_dead(&mut self) -> usize {
+        let mut n = 0;
+        for d in self.disks.iter_mut().filter(|d| d.added && !d.dead) {
+            // SAFETY: the disk is added and alive (invariant), and marked once. We are in
+            // process context and do not hold its `open_mutex`.
+            unsafe { bindings::blk_mark_disk_dead(d.disk.as_ptr()) };
+            d.dead = true;
+            n += 1;
+        }
+        n
+    }
+
+    /// Calls `f` for every disk.
+    pub(crate) fn for_each_disk(&self, mut f: impl FnMut(DiskRef<'_, 'a, T>)) {
+        for disk in self.disks.iter().filter(|d| d.added) {
+            f(DiskRef { disk });
+        }
+    }
+
+    /// Removes (as [`Self::remove_disks`]) every disk whose data does not satisfy `keep`.
+    pub(crate) fn retain_disks(&mut self, keep: impl Fn(&T::DiskData<'a>) -> bool) {
+        self.disks.retain(|d| keep(&d._data));
+    }
+}
+
+/// The disks of a [`TagSet`] frozen by [`TagSet::freeze_disks`]; unfrozen when dropped.
+/// The set cannot gain or lose disks meanwhile: this borrows it.
+pub(crate) struct Frozen<'s, 'a, T: Operations> {
+    set: &'s TagSet<'a, T>,
+    _noio: MemallocNoio,
+}
+
+impl<T: Operations> Drop for Frozen<'_, '_, T> {
+    fn drop(&mut self) {
+        for d in self.set.disks.iter().filter(|d| d.added) {
+            // SAFETY: frozen by `freeze_disks` on this task (the guard is not `Send`).
+            unsafe { bindings::blk_mq_unfreeze_queue_nomemrestore((*d.disk.as_ptr()).queue) };
+        }
+    }
+}
+
+/// The tags of one hardware queue: command identifier to request.
+///
+/// # Invariants
+///
+/// `tags` are the tags of a hardware queue of a tag set created by [`TagSet::new`] for `T`,
+/// valid for the tag set's life.
+pub(crate) struct Tags<T: Operations> {
+    pub(super) tags: NonNull<bindings::blk_mq_tags>,
+    pub(super) _p: PhantomData<T>,
+}
+
+// SAFETY: `blk_mq_tags` is shared by all CPUs submitting to and completing on its queue;
+// lookups only read `nr_tags` and `rqs[]`, which blk-mq keeps valid for the tag set's life.
+unsafe impl<T: Operations> Send for Tags<T> {}
+// SAFETY: see `Send`.
+unsafe impl<T: Operations> Sync for Tags<T> {}
+
+impl<T: Operations> Tags<T> {
+    /// The request that `tag` refers to, if `tag` is in range and that request is in
+    /// flight (started and not completed). A device that reports a tag we never issued, or
+    /// one twice, gets `None` instead of another request.
+    pub(crate) fn in_flight(&self, tag: u32) -> Option<&Request<T>> {
+        let tags = self.tags.as_ptr();
+        // SAFETY: `tags` is valid for the tag set's life (type invariant); `rqs` has
+        // `nr_tags` entries (`blk_mq_tag_to_rq`, a static inline, does the same).
+        let rq = unsafe {
+            if tag >= (*tags).nr_tags {
+                return None;
+            }
+            *(*tags).rqs.add(tag as usize)
+        };
+        if rq.is_null() {
+            return None;
+        }
+        // SAFETY: `rq` is a request of our tag set.
+        let state = unsafe { core::ptr::read_volatile(&raw const (*rq).state) };
+        if state != bindings::mq_rq_state_MQ_RQ_IN_FLIGHT {
+            return None;
+        }
+        // SAFETY: `rq` is a live request of a tag set created for `T`.
+        Some(unsafe { Request::from_raw(rq) })
+    }
+}
