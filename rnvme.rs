@@ -41,7 +41,6 @@ mod reset;
 #[path = "src/scan.rs"]
 mod scan;
 #[path = "src/spec/mod.rs"]
-#[allow(dead_code)]
 mod spec;
 #[path = "src/stats.rs"]
 mod stats;

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! The admin queue: synchronous admin commands with a timeout, and its interrupt handler.
+//! The admin queue: synchronous admin commands with a timeout, aborts, the asynchronous event
+//! request, and its completion side (the interrupt handler is [`crate::ioq::QueueIrq`]).
 //!
 //! One synchronous command is in flight at a time (serialized by `exec`). Its command id
 //! carries a generation number, so a completion that arrives after its command timed out, or

@@ -30,7 +30,7 @@ use kernel::{
     sync::Arc,
     time::{ClockSource, Monotonic},
 };
-// Per-request state: plain loads and stores (see kernel_ext::blk on why not LKMM atomics).
+// Per-request state: plain loads and stores (see kernel_ext::block::mq::request on why not LKMM atomics).
 use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::Relaxed};
 
 /// Retries of a command the device failed without Do Not Retry.

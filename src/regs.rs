@@ -4,6 +4,14 @@
 //!
 //! Offsets and bit fields come from [`crate::spec::regs`]; this module only knows how to reach
 //! them through the mapped BAR.
+//!
+//! Why not `kernel::io::register!`, as nova-core's `regs.rs`: the layout is defined once, in
+//! `src/spec`, where host tests check its encodings against the values QEMU's controller
+//! reports (`cap_fields_from_qemu`, `cc_and_aqa_encoding`). `register!` expands to the
+//! `kernel` crate (`Bounded` fields, `build_assert!`), which the host build does not have,
+//! so using it would define every field a second time, untested. What it would add, the
+//! compile-time check of each offset against the mapping, `Io::read32` with a constant
+//! offset already does (`BAR0_MIN`).
 
 use crate::spec::regs::{self as r, Cap};
 use kernel::{io::Io, pci, prelude::*};

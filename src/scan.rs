@@ -14,7 +14,7 @@ use crate::{
     ctrl::Shared,
     hw::{Hw, State},
     ioctl::DiskLink,
-    kernel_ext::block::mq::DiskRef,
+    kernel_ext::block::mq::{DiskRef, NewDisk},
     ns::{servable, Namespace},
     params,
     spec::{
@@ -111,16 +111,16 @@ impl<'b> Shared<'b> {
                 ctrl: self.link.clone(),
                 nsid,
             };
-            ts.add_disk(
+            let disk = NewDisk {
                 limits,
-                fmt!("rnvme{inst}n{nsid}"),
+                name: fmt!("rnvme{inst}n{nsid}"),
                 sectors,
-                self.hw.pdev.as_ref(),
-                ns,
+                parent: self.hw.pdev.as_ref(),
+                data: ns,
                 private,
-                // Probe fault step 14: adding the disk fails.
-                params::inject(self.hw.dev(), 14),
-            )?;
+            };
+            // Probe fault step 14: adding the disk fails.
+            ts.add_disk(disk, params::inject(self.hw.dev(), 14))?;
             dev_info!(
                 self.hw.pdev.as_ref(),
                 "rnvme{inst}n{nsid}: {} MiB, {} byte blocks{}{}\n",

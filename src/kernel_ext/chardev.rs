@@ -35,7 +35,8 @@ pub(crate) trait CharDevOps: 'static {
     fn show(link: &Self::Link, index: usize, out: &mut SysfsBuf<'_>) -> core::fmt::Result;
 }
 
-/// The `PAGE_SIZE` buffer of a sysfs `show`: writes past its end are cut off.
+/// The `PAGE_SIZE` buffer of a sysfs `show`: writes past its end are cut off. Upstream
+/// candidate.
 pub(crate) struct SysfsBuf<'a> {
     buf: &'a mut [u8],
     len: usize,
@@ -59,7 +60,7 @@ struct Attrs {
     groups: [*const bindings::attribute_group; 2],
 }
 
-/// A registered character device.
+/// A registered character device. Upstream candidate.
 ///
 /// # Invariants
 ///
@@ -84,7 +85,7 @@ unsafe impl<T: CharDevOps> Send for CharDev<T> {}
 unsafe impl<T: CharDevOps> Sync for CharDev<T> {}
 
 impl<T: CharDevOps> CharDev<T> {
-    /// Registers `/dev/<name>` under `parent`, its files holding `link`.
+    /// Registers `/dev/<name>` under `parent`, its files holding `link`. Upstream candidate.
     pub(crate) fn register(
         name: core::fmt::Arguments<'_>,
         parent: &Device<Bound>,
@@ -241,7 +242,7 @@ impl<T: CharDevOps> PinnedDrop for CharDev<T> {
     }
 }
 
-/// True if the calling task has `CAP_SYS_ADMIN`.
+/// True if the calling task has `CAP_SYS_ADMIN`. Upstream candidate.
 pub(crate) fn capable_sys_admin() -> bool {
     // SAFETY: `capable` only reads the current task's credentials.
     unsafe { bindings::capable(bindings::CAP_SYS_ADMIN as c_int) }

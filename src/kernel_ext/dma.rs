@@ -11,10 +11,10 @@ use kernel::{
     prelude::*,
 };
 
-/// Sets the device's minimum DMA alignment mask (`dma_set_min_align_mask`, a static inline
-/// in 7.3): bounce buffering (swiotlb) then keeps the address bits under `mask`, so a
-/// buffer that starts at some offset in a controller page is bounced to the same offset,
-/// as PRPs need. Fails if the bus gave the device no DMA parameters.
+/// Sets the device's minimum DMA alignment mask (`dma_set_min_align_mask`, a static inline in
+/// 7.3): bounce buffering (swiotlb) then keeps the address bits under `mask`, so a buffer that
+/// starts at some offset in a controller page is bounced to the same offset, as PRPs need.
+/// Fails if the bus gave the device no DMA parameters. Upstream candidate.
 ///
 /// # Safety
 ///
@@ -34,8 +34,9 @@ pub(crate) unsafe fn set_min_align_mask(dev: &Device<Bound>, mask: u32) -> Resul
     Ok(())
 }
 
-/// The largest mapping the DMA layer handles without a slow path (`dma_opt_mapping_size`):
-/// with an IOMMU, its caching limit; with bounce buffering, what one bounce slot run holds.
+/// The largest mapping the DMA layer handles without a slow path (`dma_opt_mapping_size`): with
+/// an IOMMU, its caching limit; with bounce buffering, what one bounce slot run holds. Upstream
+/// candidate.
 pub(crate) fn opt_mapping_size(dev: &Device<Bound>) -> usize {
     // SAFETY: `dev` is a live, bound device.
     unsafe { bindings::dma_opt_mapping_size(device_raw(dev)) }

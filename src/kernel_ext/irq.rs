@@ -39,7 +39,8 @@ struct Slot<T> {
     handler: T,
 }
 
-/// A PCI interrupt vector allocation and the handlers registered on its vectors.
+/// A PCI interrupt vector allocation and the handlers registered on its vectors. Upstream
+/// candidate.
 ///
 /// Several handlers may share a vector (all are requested with `IRQF_SHARED`, as
 /// `pci_request_irq` does): with a single vector, the admin queue and the I/O queues share it.
@@ -59,6 +60,7 @@ pub(crate) struct IrqSet<'b, T: Handler> {
 impl<'b, T: Handler> IrqSet<'b, T> {
     /// Allocates between `min` and `max` vectors, MSI-X if the device has it, else MSI, else
     /// INTx (`PCI_IRQ_ALL_TYPES`, as the C driver; `pci::IrqTypes` keeps its flags private).
+    /// Upstream candidate.
     ///
     /// With `spread` set, vectors after the first `pre` are spread over the CPUs and
     /// managed by the kernel (each follows its CPUs through hotplug); the first `pre` (the
@@ -119,7 +121,7 @@ impl<'b, T: Handler> IrqSet<'b, T> {
         })
     }
 
-    /// The mechanism the PCI core picked.
+    /// The mechanism the PCI core picked. Upstream candidate.
     pub(crate) fn kind(&self) -> IrqType {
         self.kind
     }
@@ -137,12 +139,12 @@ impl<'b, T: Handler> IrqSet<'b, T> {
         Ok(irq as u32)
     }
 
-    /// Number of vectors allocated.
+    /// Number of vectors allocated. Upstream candidate.
     pub(crate) fn len(&self) -> u32 {
         self.count
     }
 
-    /// Registers `handler` on `vector`, named `name` in `/proc/interrupts`.
+    /// Registers `handler` on `vector`, named `name` in `/proc/interrupts`. Upstream candidate.
     pub(crate) fn request(&mut self, vector: u32, name: CString, handler: T) -> Result {
         let irq = self.irq_of(vector)?;
         // Reserve the list entry first, so nothing can fail after `request_irq`.
@@ -180,6 +182,7 @@ impl<'b, T: Handler> IrqSet<'b, T> {
     }
 
     /// Unregisters every handler, waiting for running ones to return. The vectors stay.
+    /// Upstream candidate.
     pub(crate) fn free_all(&mut self) {
         while let Some(slot) = self.slots.pop() {
             let cookie = core::ptr::from_ref::<Slot<T>>(&slot)

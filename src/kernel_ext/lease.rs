@@ -10,12 +10,16 @@
 //! ones, so the owner can tear the data down afterwards. This is what the C driver gets from
 //! reference-counting `struct nvme_ctrl` and checking its state.
 
-use core::{
-    marker::PhantomData,
-    ptr::null_mut,
-    sync::atomic::{AtomicPtr, Ordering},
+use core::{marker::PhantomData, ptr::null_mut};
+use kernel::{
+    new_srcu,
+    prelude::*,
+    sync::{
+        atomic::{Acquire, Atomic, Release},
+        Srcu,
+    },
+    types::ForLt,
 };
-use kernel::{new_srcu, prelude::*, sync::Srcu, types::ForLt};
 
 /// See the module documentation. `F` names the leased type for every lifetime of what it
 /// borrows (`ForLt!(Shared<'_>)`). Upstream candidate, as `kernel::revocable` for borrowed
@@ -31,7 +35,7 @@ use kernel::{new_srcu, prelude::*, sync::Srcu, types::ForLt};
 pub(crate) struct Lease<F: ForLt> {
     #[pin]
     srcu: Srcu,
-    ptr: AtomicPtr<()>,
+    ptr: Atomic<*mut ()>,
     _f: PhantomData<F>,
 }
 
@@ -42,17 +46,17 @@ unsafe impl<F: ForLt> Send for Lease<F> where for<'a> F::Of<'a>: Sync {}
 unsafe impl<F: ForLt> Sync for Lease<F> where for<'a> F::Of<'a>: Sync {}
 
 impl<F: ForLt> Lease<F> {
-    /// A lease with nothing granted yet.
+    /// A lease with nothing granted yet. Upstream candidate.
     pub(crate) fn new() -> impl PinInit<Self, Error> {
         // INVARIANT: nothing granted.
         try_pin_init!(Self {
             srcu <- new_srcu!(),
-            ptr: AtomicPtr::new(null_mut()),
+            ptr: Atomic::new(null_mut()),
             _f: PhantomData,
         })
     }
 
-    /// Lends `data` until [`Self::revoke`].
+    /// Lends `data` until [`Self::revoke`]. Upstream candidate.
     ///
     /// # Safety
     ///
@@ -60,14 +64,14 @@ impl<F: ForLt> Lease<F> {
     pub(crate) unsafe fn grant<'a>(&self, data: &F::Of<'a>) {
         let p = core::ptr::from_ref(data).cast_mut().cast::<()>();
         // INVARIANT: the caller keeps `data` valid until `revoke` returns.
-        self.ptr.store(p, Ordering::Release);
+        self.ptr.store(p, Release);
     }
 
-    /// Calls `f` with the granted data, or returns `None` once revoked (or before any
-    /// grant). `f` may sleep; [`Self::revoke`] waits for it.
+    /// Calls `f` with the granted data, or returns `None` once revoked (or before any grant).
+    /// `f` may sleep; [`Self::revoke`] waits for it. Upstream candidate.
     pub(crate) fn with<R>(&self, f: impl for<'a> FnOnce(&'a F::Of<'a>) -> R) -> Option<R> {
         let _guard = self.srcu.read_lock();
-        let p = self.ptr.load(Ordering::Acquire);
+        let p = self.ptr.load(Acquire);
         if p.is_null() {
             return None;
         }
@@ -77,10 +81,10 @@ impl<F: ForLt> Lease<F> {
         Some(f(unsafe { &*p.cast::<F::Of<'_>>() }))
     }
 
-    /// Ends the lease: later [`Self::with`] calls return `None`; returns once every running
-    /// one has finished. Must not be called from inside [`Self::with`].
+    /// Ends the lease: later [`Self::with`] calls return `None`; returns once every running one
+    /// has finished. Must not be called from inside [`Self::with`]. Upstream candidate.
     pub(crate) fn revoke(&self) {
-        self.ptr.store(null_mut(), Ordering::Release);
+        self.ptr.store(null_mut(), Release);
         self.srcu.synchronize();
     }
 }

@@ -16,7 +16,8 @@ pub(crate) mod sync;
 
 use kernel::{bindings, device, pci};
 
-/// The raw `struct pci_dev` behind a [`pci::Device`].
+/// The raw `struct pci_dev` behind a [`pci::Device`]. Upstream candidate: a public
+/// `pci::Device::as_raw`.
 ///
 /// `pci::Device::as_raw` is private in 7.3, so this derives the pointer from the type's
 /// layout instead.
@@ -29,7 +30,8 @@ pub(crate) fn pci_dev_raw<Ctx: device::DeviceContext>(
     core::ptr::from_ref(pdev).cast_mut().cast()
 }
 
-/// The raw `struct device` behind a [`device::Device`], derived like [`pci_dev_raw`].
+/// The raw `struct device` behind a [`device::Device`], derived like [`pci_dev_raw`]. Upstream
+/// candidate: a public `device::Device::as_raw`.
 pub(crate) fn device_raw<Ctx: device::DeviceContext>(
     dev: &device::Device<Ctx>,
 ) -> *mut bindings::device {

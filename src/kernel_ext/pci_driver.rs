@@ -11,7 +11,7 @@ use super::pci_dev_raw;
 use core::{marker::PhantomData, pin::Pin};
 use kernel::{bindings, device::Core, ffi::c_int, pci, prelude::*, types::ForeignOwnable};
 
-/// The state of the PCI channel after an error (`pci_channel_state_t`).
+/// The state of the PCI channel after an error (`pci_channel_state_t`). Upstream candidate.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum ChannelState {
     /// I/O to the device still works (a non-fatal error).
@@ -22,7 +22,7 @@ pub(crate) enum ChannelState {
     PermFailure,
 }
 
-/// What a driver tells PCI error recovery (`pci_ers_result_t`).
+/// What a driver tells PCI error recovery (`pci_ers_result_t`). Upstream candidate.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum ErsResult {
     /// The driver can recover without a reset (`mmio_enabled` follows).
@@ -46,9 +46,9 @@ impl ErsResult {
     }
 }
 
-/// What a PCI driver does when the system goes down or sleeps, its function is reset, or
-/// its link reports an error. The PCI core calls each with the device lock held, so never
-/// concurrently with each other, probe or remove.
+/// What a PCI driver does when the system goes down or sleeps, its function is reset, or its
+/// link reports an error. The PCI core calls each with the device lock held, so never
+/// concurrently with each other, probe or remove. Upstream candidate.
 pub(crate) trait DriverExt {
     /// The driver's device data, as [`pci::Driver::Data`].
     type Data<'bound>;
@@ -85,7 +85,7 @@ pub(crate) trait DriverExt {
     fn error_resume(data: Pin<&Self::Data<'_>>);
 }
 
-/// Makes `T`'s callbacks those of the driver `pdev` is being probed by.
+/// Makes `T`'s callbacks those of the driver `pdev` is being probed by. Upstream candidate.
 ///
 /// The 7.3 `driver::Registration` registers the `struct pci_driver` before anyone but
 /// `pci::Adapter` can set its fields, so this is done from probe: every probe stores the

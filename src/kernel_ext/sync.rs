@@ -9,7 +9,9 @@
 use core::marker::PhantomPinned;
 use kernel::{bindings, prelude::*, time::msecs_to_jiffies, types::Opaque};
 
-/// A one-shot event between an interrupt handler and a waiting thread.
+/// A one-shot event between an interrupt handler and a waiting thread. Upstream candidate:
+/// `reinit`, `complete` and `wait_timeout` for `kernel::sync::Completion`, which has only
+/// `complete_all` and `wait_for_completion`.
 #[pin_data]
 pub(crate) struct Completion {
     #[pin]
@@ -25,6 +27,7 @@ unsafe impl Send for Completion {}
 unsafe impl Sync for Completion {}
 
 impl Completion {
+    /// As upstream's `Completion::new`.
     pub(crate) fn new() -> impl PinInit<Self> {
         pin_init!(Self {
             inner <- Opaque::ffi_init(|slot: *mut bindings::completion| {
@@ -35,7 +38,7 @@ impl Completion {
         })
     }
 
-    /// Marks the event as not yet happened, before starting a new round.
+    /// Marks the event as not yet happened, before starting a new round. Upstream candidate.
     pub(crate) fn reinit(&self) {
         // SAFETY: `inner` was initialized by `new`. `reinit_completion` is a static inline
         // helper that only sets `done = 0`; the waiter calls this before publishing the work
@@ -43,7 +46,7 @@ impl Completion {
         unsafe { (*self.inner.get()).done = 0 };
     }
 
-    /// Signals the waiter. Callable from interrupt context.
+    /// Signals the waiter. Callable from interrupt context. Upstream candidate.
     pub(crate) fn complete(&self) {
         // SAFETY: `inner` was initialized by `new`.
         unsafe { bindings::complete(self.inner.get()) };
@@ -51,6 +54,7 @@ impl Completion {
 
     /// Waits for [`Self::complete`] at most `ms` milliseconds (not interruptible: the device
     /// may still be using memory the caller owns). Returns `true` if the event happened.
+    /// Upstream candidate.
     pub(crate) fn wait_timeout(&self, ms: u32) -> bool {
         let jiffies = msecs_to_jiffies(ms).max(1);
         // SAFETY: `inner` was initialized by `new`; waiting sleeps, which callers allow.
@@ -58,7 +62,7 @@ impl Completion {
     }
 }
 
-/// Waits until `work` is neither queued nor running (`flush_work`).
+/// Waits until `work` is neither queued nor running (`flush_work`). Upstream candidate.
 ///
 /// `kernel::workqueue` in 7.3 can queue work but not wait for it; a driver must before its
 /// data (or the module's code) goes away.
@@ -67,8 +71,9 @@ pub(crate) fn flush_work<T: ?Sized, const ID: u64>(work: &kernel::workqueue::Wor
     unsafe { bindings::flush_work(kernel::workqueue::Work::raw_get(work)) };
 }
 
-/// The system's default unbound workqueue (`system_dfl_wq`). `kernel::workqueue::system()`
-/// in 7.3 is `system_wq`, which the kernel now reports as deprecated on every use.
+/// The system's default unbound workqueue (`system_dfl_wq`). `kernel::workqueue::system()` in
+/// 7.3 is `system_wq`, which the kernel now reports as deprecated on every use. Upstream
+/// candidate.
 pub(crate) fn system_dfl() -> &'static kernel::workqueue::Queue {
     // SAFETY: `system_dfl_wq` is created at boot and never destroyed.
     unsafe { kernel::workqueue::Queue::from_raw(bindings::system_dfl_wq) }
@@ -84,6 +89,7 @@ pub(crate) struct MemallocNoio {
 }
 
 impl MemallocNoio {
+    /// Upstream candidate.
     pub(crate) fn save() -> Self {
         // SAFETY: `current` is the running task; only it changes its own `flags`.
         let old = unsafe {

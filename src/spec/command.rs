@@ -12,6 +12,7 @@ pub(crate) mod admin_opcode {
     pub(crate) const IDENTIFY: u8 = 0x06;
     pub(crate) const ABORT: u8 = 0x08;
     pub(crate) const SET_FEATURES: u8 = 0x09;
+    #[allow(dead_code, reason = "kept with the rest of the spec's definitions")]
     pub(crate) const GET_FEATURES: u8 = 0x0a;
     pub(crate) const ASYNC_EVENT_REQUEST: u8 = 0x0c;
     pub(crate) const DOORBELL_BUFFER_CONFIG: u8 = 0x7c;
@@ -37,6 +38,7 @@ pub(crate) mod cns {
 
 /// Feature identifiers.
 pub(crate) mod feature {
+    #[allow(dead_code, reason = "kept with the rest of the spec's definitions")]
     pub(crate) const VOLATILE_WRITE_CACHE: u8 = 0x06;
     pub(crate) const NUMBER_OF_QUEUES: u8 = 0x07;
     pub(crate) const ASYNC_EVENT_CONFIG: u8 = 0x0b;
@@ -62,6 +64,7 @@ pub(crate) struct Command {
 
 impl Command {
     /// Size of a submission queue entry in bytes (CC.IOSQES = 6).
+    #[allow(dead_code, reason = "read by the host tests")]
     pub(crate) const SIZE: usize = 64;
 
     /// A command with `opcode` and nothing else set.
@@ -71,6 +74,7 @@ impl Command {
         c
     }
 
+    #[allow(dead_code, reason = "read by the host tests")]
     pub(crate) fn opcode(&self) -> u8 {
         self.dw[0] as u8
     }
@@ -80,6 +84,7 @@ impl Command {
         self.dw[0] = (self.dw[0] & 0xffff) | (u32::from(cid) << 16);
     }
 
+    #[allow(dead_code, reason = "read by the host tests")]
     pub(crate) fn cid(&self) -> u16 {
         (self.dw[0] >> 16) as u16
     }
@@ -109,10 +114,12 @@ impl Command {
         self
     }
 
+    #[allow(dead_code, reason = "read by the host tests")]
     pub(crate) fn prp1(&self) -> u64 {
         u64::from(self.dw[6]) | (u64::from(self.dw[7]) << 32)
     }
 
+    #[allow(dead_code, reason = "read by the host tests")]
     pub(crate) fn prp2(&self) -> u64 {
         u64::from(self.dw[8]) | (u64::from(self.dw[9]) << 32)
     }
@@ -138,6 +145,7 @@ impl Command {
     }
 
     /// Get Features (current value).
+    #[allow(dead_code, reason = "kept with the rest of the spec's definitions")]
     pub(crate) fn get_features(fid: u8) -> Self {
         Self::new(admin_opcode::GET_FEATURES).with_cdw(10, u32::from(fid))
     }
@@ -224,6 +232,7 @@ impl Command {
     }
 
     /// The command as the little-endian bytes the device reads.
+    #[allow(dead_code, reason = "read by the host tests")]
     pub(crate) fn to_le_bytes(self) -> [u8; 64] {
         let mut out = [0u8; 64];
         for (i, d) in self.dw.iter().enumerate() {

@@ -27,6 +27,7 @@ pub(crate) const NCC: u32 = 1 << 2;
 /// Namespace Inventory Change (namespaces created, deleted, attached, detached).
 pub(crate) const NIC: u32 = 1 << 3;
 /// Controller Capability Change.
+#[allow(dead_code, reason = "kept with the rest of the spec's definitions")]
 pub(crate) const CCC: u32 = 1 << 4;
 /// Command Submission and Execution Relaxations (bits 15:14): when set, CSE is advisory.
 pub(crate) const CSER_MASK: u32 = 3 << 14;

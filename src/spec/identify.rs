@@ -330,6 +330,7 @@ impl IdentifyNamespace {
     }
 
     /// Capacity in bytes, saturating.
+    #[allow(dead_code, reason = "read by the host tests")]
     pub(crate) fn capacity_bytes(&self) -> u64 {
         self.nsze.saturating_mul(u64::from(self.block_size()))
     }

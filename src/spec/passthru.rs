@@ -29,6 +29,7 @@ pub(crate) const NVME_IOCTL_IO_CMD: u32 = ioc(IOC_READ | IOC_WRITE, 0x43, PASSTH
 pub(crate) const NVME_IOCTL_RESET: u32 = ioc(IOC_NONE, 0x44, 0);
 /// `NVME_IOCTL_SUBSYS_RESET`: NVM subsystem reset (not offered: it resets every controller
 /// of the subsystem, including ones other hosts use).
+#[allow(dead_code, reason = "kept with the rest of the spec's definitions")]
 pub(crate) const NVME_IOCTL_SUBSYS_RESET: u32 = ioc(IOC_NONE, 0x45, 0);
 /// `NVME_IOCTL_RESCAN`: rescan the namespaces.
 pub(crate) const NVME_IOCTL_RESCAN: u32 = ioc(IOC_NONE, 0x46, 0);

@@ -7,7 +7,9 @@ pub(crate) const CAP: usize = 0x00;
 /// Version.
 pub(crate) const VS: usize = 0x08;
 /// Interrupt Mask Set / Clear (only used with pin-based or MSI interrupts).
+#[allow(dead_code, reason = "kept with the rest of the spec's definitions")]
 pub(crate) const INTMS: usize = 0x0c;
+#[allow(dead_code, reason = "kept with the rest of the spec's definitions")]
 pub(crate) const INTMC: usize = 0x10;
 /// Controller Configuration.
 pub(crate) const CC: usize = 0x14;
@@ -31,10 +33,12 @@ impl Cap {
         (self.0 & 0xffff) as u32 + 1
     }
     /// Contiguous Queues Required.
+    #[allow(dead_code, reason = "read by the host tests")]
     pub(crate) fn cqr(self) -> bool {
         self.0 & (1 << 16) != 0
     }
     /// Arbitration Mechanism Supported (bit 0: weighted round robin, bit 1: vendor specific).
+    #[allow(dead_code, reason = "read by the host tests")]
     pub(crate) fn ams(self) -> u8 {
         ((self.0 >> 17) & 0x3) as u8
     }
@@ -47,6 +51,7 @@ impl Cap {
         4usize << ((self.0 >> 32) & 0xf)
     }
     /// NVM Subsystem Reset Supported.
+    #[allow(dead_code, reason = "read by the host tests")]
     pub(crate) fn nssrs(self) -> bool {
         self.0 & (1 << 36) != 0
     }
@@ -72,6 +77,7 @@ impl Cap {
         12 + ((self.0 >> 52) & 0xf) as u32
     }
     /// Controller Memory Buffer Supported.
+    #[allow(dead_code, reason = "kept with the rest of the spec's definitions")]
     pub(crate) fn cmbs(self) -> bool {
         self.0 & (1 << 57) != 0
     }
@@ -134,6 +140,7 @@ pub(crate) const CAP_CSS_NVM: u8 = 1 << 0;
 /// CAP.CSS bit: one or more I/O command sets (selected with CC.CSS = 110b).
 pub(crate) const CAP_CSS_CSI: u8 = 1 << 6;
 /// CAP.CSS bit: admin command set only.
+#[allow(dead_code, reason = "kept with the rest of the spec's definitions")]
 pub(crate) const CAP_CSS_NO_IO: u8 = 1 << 7;
 
 /// Controller Configuration fields.
@@ -141,13 +148,18 @@ pub(crate) mod cc {
     pub(crate) const EN: u32 = 1 << 0;
     pub(crate) const CSS_NVM: u32 = 0 << 4;
     pub(crate) const CSS_CSI: u32 = 6 << 4;
+    #[allow(dead_code, reason = "kept with the rest of the spec's definitions")]
     pub(crate) const CSS_MASK: u32 = 7 << 4;
     pub(crate) const MPS_SHIFT: u32 = 7;
+    #[allow(dead_code, reason = "read by the host tests")]
     pub(crate) const MPS_MASK: u32 = 0xf << MPS_SHIFT;
     pub(crate) const AMS_RR: u32 = 0 << 11;
+    #[allow(dead_code, reason = "kept with the rest of the spec's definitions")]
     pub(crate) const AMS_MASK: u32 = 7 << 11;
+    #[allow(dead_code, reason = "kept with the rest of the spec's definitions")]
     pub(crate) const SHN_NONE: u32 = 0 << 14;
     pub(crate) const SHN_NORMAL: u32 = 1 << 14;
+    #[allow(dead_code, reason = "kept with the rest of the spec's definitions")]
     pub(crate) const SHN_ABRUPT: u32 = 2 << 14;
     pub(crate) const SHN_MASK: u32 = 3 << 14;
     /// I/O submission queue entry size: 2^6 = 64 bytes.
@@ -162,9 +174,11 @@ pub(crate) mod csts {
     /// Controller Fatal Status.
     pub(crate) const CFS: u32 = 1 << 1;
     pub(crate) const SHST_MASK: u32 = 3 << 2;
+    #[allow(dead_code, reason = "kept with the rest of the spec's definitions")]
     pub(crate) const SHST_OCCUR: u32 = 1 << 2;
     pub(crate) const SHST_CMPLT: u32 = 2 << 2;
     /// NVM Subsystem Reset Occurred.
+    #[allow(dead_code, reason = "kept with the rest of the spec's definitions")]
     pub(crate) const NSSRO: u32 = 1 << 4;
 }
 

@@ -44,12 +44,13 @@ mod tag_set;
 
 pub(crate) use completion::CompletionBatch;
 pub(crate) use dma_map::MAX_SEGMENTS;
-pub(crate) use gen_disk::{DiskRef, Limits};
+pub(crate) use gen_disk::{DiskRef, Limits, NewDisk};
 pub(crate) use operations::{Operations, Timeout};
 pub(crate) use request::{ReqOp, Request};
 pub(crate) use tag_set::{TagSet, TagSetRef, Tags};
 
-/// `blk_status_t` values (include/linux/blk_types.h; `#define`s bindgen cannot see).
+/// `blk_status_t` values (include/linux/blk_types.h; `#define`s bindgen cannot see). Upstream
+/// candidate.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u8)]
 pub(crate) enum BlkStatus {

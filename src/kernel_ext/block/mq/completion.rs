@@ -8,9 +8,9 @@ use core::marker::PhantomData;
 use kernel::bindings;
 
 impl<T: Operations> Request<T> {
-    /// Completes a request the device finished without error, like [`Self::complete`], but
-    /// on this CPU into `batch` when blk-mq allows it (the C driver's `nvme_handle_cqe`):
-    /// the batch ends all its requests at once when dropped.
+    /// Completes a request the device finished without error, like [`Self::complete`], but on
+    /// this CPU into `batch` when blk-mq allows it (the C driver's `nvme_handle_cqe`): the
+    /// batch ends all its requests at once when dropped. Upstream candidate.
     pub(crate) fn complete_batched(&self, batch: &mut CompletionBatch<T>) {
         // SAFETY: the request is in flight on our queue; on `false` blk-mq leaves its
         // completion to us, in this context.
@@ -31,18 +31,19 @@ const RQF_NEED_TS: u32 = (1 << bindings::rqf_flags___RQF_IO_STAT)
 
 /// Requests completed in one pass over a completion queue, ended together by
 /// `blk_mq_end_request_batch` when the batch is dropped: one tag release and one io_uring
-/// completion run per batch instead of per request.
+/// completion run per batch instead of per request. Upstream candidate.
 ///
 /// # Invariants
 ///
 /// Every request on `iob.req_list` is a request of a tag set for `T`, completed (state
-/// COMPLETE), and is ended exactly once, by [`Self::finish`].
+/// COMPLETE), and is ended exactly once, by [`Self::finish_raw`].
 pub(crate) struct CompletionBatch<T: Operations> {
     iob: bindings::io_comp_batch,
     _p: PhantomData<T>,
 }
 
 impl<T: Operations> CompletionBatch<T> {
+    /// Upstream candidate.
     pub(crate) fn new() -> Self {
         // INVARIANT: the list is empty.
         Self {

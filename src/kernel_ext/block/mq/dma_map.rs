@@ -61,10 +61,10 @@ impl<T: Operations> Request<T> {
         }
     }
 
-    /// Maps the request's data for DMA by `dev`: a single segment directly (no scatterlist
-    /// to build or walk, the common case of small I/O, as the C driver does), anything else
+    /// Maps the request's data for DMA by `dev`: a single segment directly (no scatterlist to
+    /// build or walk, the common case of small I/O, as the C driver does), anything else
     /// through the scatterlist in its private data. Returns the number of DMA segments;
-    /// [`Self::segments`] then yields them.
+    /// [`Self::segments`] then yields them. Upstream candidate.
     pub(crate) fn map_data(&self, dev: &Device<Bound>) -> Result<u32> {
         let pdu = self.pdu();
         if let Some((page, offset, len)) = self.single_bvec() {
@@ -127,6 +127,7 @@ impl<T: Operations> Request<T> {
     }
 
     /// The DMA segments (bus address, length) of a request mapped by [`Self::map_data`].
+    /// Upstream candidate.
     pub(crate) fn segments(&self) -> impl Iterator<Item = (u64, u32)> + '_ {
         let pdu = self.pdu();
         let single_len = pdu.single_len.load(Relaxed);
@@ -150,7 +151,7 @@ impl<T: Operations> Request<T> {
         )
     }
 
-    /// Undoes [`Self::map_data`]; does nothing if nothing is mapped.
+    /// Undoes [`Self::map_data`]; does nothing if nothing is mapped. Upstream candidate.
     pub(crate) fn unmap_data(&self, dev: &Device<Bound>) {
         let pdu = self.pdu();
         let single_len = pdu.single_len.swap(0, Relaxed);

@@ -21,7 +21,7 @@ use kernel::{
 const BLK_FEAT_WRITE_CACHE: u32 = 1 << 0;
 const BLK_FEAT_FUA: u32 = 1 << 1;
 
-/// Queue limits for a new disk.
+/// Queue limits for a new disk. Upstream candidate.
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct Limits {
     pub(crate) logical_block_size: u32,
@@ -148,21 +148,22 @@ unsafe impl<T: Operations> Send for GenDisk<'_, T> {}
 // SAFETY: as above; `data` is `Sync`.
 unsafe impl<T: Operations> Sync for GenDisk<'_, T> {}
 
-/// A disk of a [`TagSet`], borrowed from it.
+/// A disk of a [`TagSet`], borrowed from it. Upstream candidate.
 pub(crate) struct DiskRef<'s, 'a, T: Operations> {
     pub(super) disk: &'s GenDisk<'a, T>,
 }
 
 impl<'s, 'a, T: Operations> DiskRef<'s, 'a, T> {
+    /// Upstream candidate.
     pub(crate) fn data(&self) -> &'s T::DiskData<'a> {
         &self.disk._data
     }
 
     /// Changes the disk's queue limits and capacity in place (a namespace formatted with
-    /// another block size, or resized). With its queue frozen, so no request built for the
-    /// old format is in flight or issued meanwhile, `update` changes the driver's data and
-    /// returns the new limits and capacity in sectors, which are then applied (the capacity
-    /// change with a `RESIZE` uevent).
+    /// another block size, or resized). With its queue frozen, so no request built for the old
+    /// format is in flight or issued meanwhile, `update` changes the driver's data and returns
+    /// the new limits and capacity in sectors, which are then applied (the capacity change with
+    /// a `RESIZE` uevent). Upstream candidate.
     pub(crate) fn update(&self, update: impl FnOnce(&T::DiskData<'a>) -> (Limits, u64)) -> Result {
         let disk = self.disk.disk.as_ptr();
         let _noio = MemallocNoio::save();
@@ -189,11 +190,11 @@ impl<'s, 'a, T: Operations> DiskRef<'s, 'a, T> {
         ret
     }
 
-    /// Runs one driver-private request (`REQ_OP_DRV_OUT` if `to_device`, else
-    /// `REQ_OP_DRV_IN`) through the disk's queues and waits for it: `len` bytes of user
-    /// memory at `addr` are its data (pinned, or bounced when the block layer's alignment
-    /// rules require), `timeout_ms` its timeout (0: the tag set's). `prep` fills the
-    /// driver's state before it is issued, `done` reads it back after it ended.
+    /// Runs one driver-private request (`REQ_OP_DRV_OUT` if `to_device`, else `REQ_OP_DRV_IN`)
+    /// through the disk's queues and waits for it: `len` bytes of user memory at `addr` are its
+    /// data (pinned, or bounced when the block layer's alignment rules require), `timeout_ms`
+    /// its timeout (0: the tag set's). `prep` fills the driver's state before it is issued,
+    /// `done` reads it back after it ended. Upstream candidate.
     ///
     /// Fails with `EFAULT` for a bad user buffer, `EINVAL` when it exceeds the queue
     /// limits, and the block layer's error if the request failed in the driver.
@@ -270,18 +271,31 @@ impl<'s, 'a, T: Operations> DiskRef<'s, 'a, T> {
     }
 }
 
+/// What [`TagSet::add_disk`] makes a disk of (upstream: `GenDiskBuilder`'s settings and
+/// `build`'s arguments). Upstream candidate: queue limits beyond the block sizes, the parent
+/// device and a per-disk `private_data`.
+pub(crate) struct NewDisk<'n, 'a, T: Operations> {
+    pub(crate) limits: Limits,
+    /// Its name in /dev.
+    pub(crate) name: core::fmt::Arguments<'n>,
+    /// Capacity, in 512-byte sectors.
+    pub(crate) sectors: u64,
+    /// The device the disk is a child of in sysfs.
+    pub(crate) parent: &'n Device<Bound>,
+    pub(crate) data: T::DiskData<'a>,
+    pub(crate) private: T::Private,
+}
+
 impl<'a, T: Operations> GenDisk<'a, T> {
-    #[allow(clippy::too_many_arguments)]
-    pub(super) fn new(
-        set: &TagSet<'a, T>,
-        limits: Limits,
-        name: core::fmt::Arguments<'_>,
-        sectors: u64,
-        parent: &Device<Bound>,
-        data: T::DiskData<'a>,
-        private: T::Private,
-        fault: Result,
-    ) -> Result<Self> {
+    pub(super) fn new(set: &TagSet<'a, T>, new: NewDisk<'_, 'a, T>, fault: Result) -> Result<Self> {
+        let NewDisk {
+            limits,
+            name,
+            sectors,
+            parent,
+            data,
+            private,
+        } = new;
         let data = KBox::pin(data, GFP_KERNEL)?;
         let private = KBox::new(private, GFP_KERNEL)?;
         let mut lim = limits.to_raw();

@@ -34,42 +34,48 @@ pub(crate) trait Operations: Sized + 'static {
     /// block device is gone, which can be after the disk was removed.
     type Private: Send + Sync + 'static;
 
-    /// The queue serving hardware queue `index`.
+    /// The queue serving hardware queue `index`. Upstream candidate.
     fn queue<'a>(set: &'a Self::SetData<'a>, index: u32) -> Option<&'a Self::Queue<'a>>;
-    /// Called when blk-mq attaches `tags` to hardware queue `q`.
+    /// Called when blk-mq attaches `tags` to hardware queue `q`. Upstream candidate.
     fn init_queue(q: &Self::Queue<'_>, tags: Tags<Self>);
-    /// Initial value of the driver state of a request.
+    /// Initial value of the driver state of a request. Upstream candidate.
     fn new_rq() -> Self::Rq;
     /// Issue `rq` on `q`. `last` is false when more requests follow in this batch and
-    /// [`Self::commit_rqs`] will be called.
+    /// [`Self::commit_rqs`] will be called. Upstream: `Operations::queue_rq`.
     fn queue_rq(q: &Self::Queue<'_>, rq: &Request<Self>, last: bool) -> BlkStatus;
-    /// End of a batch whose last request did not have `last` set.
+    /// End of a batch whose last request did not have `last` set. Upstream:
+    /// `Operations::commit_rqs`.
     fn commit_rqs(q: &Self::Queue<'_>);
-    /// Completion, in the context blk-mq chose, after [`Request::complete`].
+    /// Completion, in the context blk-mq chose, after [`Request::complete`]. Upstream:
+    /// `Operations::complete`.
     fn complete(rq: &Request<Self>);
     /// A request that completed successfully is about to be ended as part of a
-    /// [`CompletionBatch`]: release what the driver holds for it (its DMA mapping).
+    /// [`CompletionBatch`]: release what the driver holds for it (its DMA mapping). Upstream
+    /// candidate.
     fn end_batched(rq: &Request<Self>);
     /// Reaps completions of polled queue `q` (no interrupt); returns how many were found.
+    /// Upstream: `Operations::poll`, which takes no queue.
     fn poll(q: &Self::Queue<'_>) -> u32;
     /// `rq` has been in flight for longer than the queue's timeout. Runs in process context
-    /// (blk-mq's timeout work) and may sleep; `set` is the tag set `rq` belongs to.
+    /// (blk-mq's timeout work) and may sleep; `set` is the tag set `rq` belongs to. Upstream
+    /// candidate.
     fn timeout(set: TagSetRef<'_, Self>, q: &Self::Queue<'_>, rq: &Request<Self>) -> Timeout;
     /// An ioctl on the disk's block device that the block layer does not handle itself;
-    /// `writable` says whether the device was opened for writing.
+    /// `writable` says whether the device was opened for writing. Upstream candidate.
     fn ioctl(p: &Self::Private, writable: bool, cmd: u32, arg: usize) -> Result<isize>;
 
     /// Proof that `SetData` is covariant in its lifetime: implement it as `d`, which only
-    /// compiles for a covariant type. [`TagSetRef::data`] relies on it to lend data made
-    /// for a longer lifetime as data for the borrow's (it cannot name the longer one).
+    /// compiles for a covariant type. [`TagSetRef::data`] relies on it to lend data made for a
+    /// longer lifetime as data for the borrow's (it cannot name the longer one). Upstream
+    /// candidate.
     #[allow(dead_code, reason = "a proof checked by the compiler, never called")]
     fn shorten_set<'s, 'l: 's>(d: &'s Self::SetData<'l>) -> &'s Self::SetData<'s>;
-    /// The same proof for `DiskData`, which [`Request::disk`] relies on.
+    /// The same proof for `DiskData`, which [`Request::disk`] relies on. Upstream candidate.
     #[allow(dead_code, reason = "a proof checked by the compiler, never called")]
     fn shorten_disk<'s, 'l: 's>(d: &'s Self::DiskData<'l>) -> &'s Self::DiskData<'s>;
 }
 
-/// What the driver did about a request that timed out.
+/// What the driver did about a request that timed out. Upstream candidate.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Timeout {
     /// The request was completed (or will be, by the driver): do not re-arm its timer.

@@ -21,7 +21,7 @@ const REQ_OP_MASK: u32 = (1 << bindings::REQ_OP_BITS) - 1;
 /// bindgen only sees as the bit numbers.)
 const RQF_DONTPREP: u32 = 1 << bindings::rqf_flags___RQF_DONTPREP;
 
-/// A request's operation.
+/// A request's operation. Upstream candidate.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum ReqOp {
     Read,
@@ -57,7 +57,8 @@ pub(super) fn rq_to_pdu(rq: *mut bindings::request) -> *mut c_void {
     rq.wrapping_add(1).cast()
 }
 
-/// A block layer request, seen by the driver between `queue_rq` and its end.
+/// A block layer request, seen by the driver between `queue_rq` and its end. Upstream:
+/// `kernel::block::mq::Request`, here lent for one callback (see the module documentation).
 ///
 /// # Invariants
 ///
@@ -86,7 +87,7 @@ impl<T: Operations> Request<T> {
         unsafe { &*rq_to_pdu(self.raw()).cast::<Pdu<T>>() }
     }
 
-    /// The driver's state for this request.
+    /// The driver's state for this request. Upstream candidate.
     pub(crate) fn data(&self) -> &T::Rq {
         &self.pdu().drv
     }
@@ -97,6 +98,7 @@ impl<T: Operations> Request<T> {
         unsafe { (*self.raw()).cmd_flags }
     }
 
+    /// Upstream candidate.
     pub(crate) fn op(&self) -> ReqOp {
         match self.cmd_flags() & REQ_OP_MASK {
             bindings::req_op_REQ_OP_READ => ReqOp::Read,
@@ -111,7 +113,7 @@ impl<T: Operations> Request<T> {
     }
 
     /// The submitter asked for no retries (`REQ_FAILFAST_*`: readahead, multipath), so a
-    /// failure ends the request at once, as `blk_noretry_request`.
+    /// failure ends the request at once, as `blk_noretry_request`. Upstream candidate.
     pub(crate) fn failfast(&self) -> bool {
         const FAILFAST: u32 = (1 << bindings::req_flag_bits___REQ_FAILFAST_DEV)
             | (1 << bindings::req_flag_bits___REQ_FAILFAST_TRANSPORT)
@@ -119,30 +121,32 @@ impl<T: Operations> Request<T> {
         self.cmd_flags() & FAILFAST != 0
     }
 
-    /// Force Unit Access: the write must be on stable media when it completes.
+    /// Force Unit Access: the write must be on stable media when it completes. Upstream
+    /// candidate.
     pub(crate) fn fua(&self) -> bool {
         self.cmd_flags() & (1 << bindings::req_flag_bits___REQ_FUA) != 0
     }
 
-    /// First sector (512 bytes) of the request.
+    /// First sector (512 bytes) of the request. Upstream candidate.
     pub(crate) fn sector(&self) -> u64 {
         // SAFETY: constant while the driver owns the request.
         unsafe { (*self.raw()).__sector }
     }
 
-    /// Length in bytes.
+    /// Length in bytes. Upstream candidate.
     pub(crate) fn bytes(&self) -> u32 {
         // SAFETY: constant while the driver owns the request.
         unsafe { (*self.raw()).__data_len }
     }
 
-    /// The request's tag (unique within its hardware queue).
+    /// The request's tag (unique within its hardware queue). Upstream candidate.
     pub(crate) fn tag(&self) -> u32 {
         // SAFETY: constant while the driver owns the request.
         unsafe { (*self.raw()).tag as u32 }
     }
 
     /// Per-disk data of the disk this request is for, lent for as long as the request is.
+    /// Upstream candidate.
     pub(crate) fn disk(&self) -> &T::DiskData<'_> {
         // SAFETY: `q->queuedata` was set by `GenDisk::new` to its `DiskData<'a>`, which lives
         // until the disk is released, after all of its requests ended; so `'a` outlives the
@@ -152,7 +156,8 @@ impl<T: Operations> Request<T> {
     }
 
     /// True the first time the driver sees this request, false when it comes back after
-    /// [`Self::requeue`]: lets per-request state such as a retry count start fresh.
+    /// [`Self::requeue`]: lets per-request state such as a retry count start fresh. Upstream
+    /// candidate.
     pub(crate) fn first_issue(&self) -> bool {
         // SAFETY: `rq_flags` of a request owned by the driver is only changed by the driver.
         unsafe {
@@ -165,13 +170,15 @@ impl<T: Operations> Request<T> {
         true
     }
 
-    /// Marks the request as started (issued to the device), arming its timeout.
+    /// Marks the request as started (issued to the device), arming its timeout. Upstream:
+    /// `Request::start_unchecked`.
     pub(crate) fn start(&self) {
         // SAFETY: the request is owned by the driver (we are in `queue_rq`).
         unsafe { bindings::blk_mq_start_request(self.raw()) };
     }
 
     /// Calls `f(first_sector, sectors)` for each bio: the ranges of a (merged) discard.
+    /// Upstream candidate.
     pub(crate) fn for_each_range(&self, mut f: impl FnMut(u64, u32)) {
         // SAFETY: the bio chain of a request owned by the driver is stable.
         let mut bio = unsafe { (*self.raw()).bio };
@@ -189,34 +196,37 @@ impl<T: Operations> Request<T> {
         }
     }
 
-    /// Hands the request to blk-mq's completion machinery, which calls
-    /// [`Operations::complete`] (on the submitting CPU's softirq when that is cheaper).
+    /// Hands the request to blk-mq's completion machinery, which calls [`Operations::complete`]
+    /// (on the submitting CPU's softirq when that is cheaper). As upstream's
+    /// `Request::complete`.
     pub(crate) fn complete(&self) {
         // SAFETY: the request is in flight on our queue.
         unsafe { bindings::blk_mq_complete_request(self.raw()) };
     }
 
-    /// Ends the request with `status`; the driver must not touch it afterwards.
+    /// Ends the request with `status`; the driver must not touch it afterwards. Upstream:
+    /// `Request::end_ok`, which only ends with success; upstream candidate.
     pub(crate) fn end(&self, status: BlkStatus) {
         // SAFETY: the request is owned by the driver; its data was unmapped.
         unsafe { bindings::blk_mq_end_request(self.raw(), status as bindings::blk_status_t) };
     }
 
-    /// Whether the request is in flight: issued to the driver and not completed yet.
+    /// Whether the request is in flight: issued to the driver and not completed yet. Upstream
+    /// candidate.
     pub(crate) fn in_flight(&self) -> bool {
         // SAFETY: `state` is updated atomically by blk-mq; reading it is always allowed.
         let state = unsafe { core::ptr::read_volatile(&raw const (*self.raw()).state) };
         state == bindings::mq_rq_state_MQ_RQ_IN_FLIGHT
     }
 
-    /// Puts the request back on the queue to be issued again (a retry).
+    /// Puts the request back on the queue to be issued again (a retry). Upstream candidate.
     pub(crate) fn requeue(&self) {
         // SAFETY: the request is owned by the driver and not mapped any more.
         unsafe { bindings::blk_mq_requeue_request(self.raw(), true) };
     }
 
     /// Puts the request back on the queue, to be issued again after `ms` milliseconds
-    /// (`blk_mq_delay_kick_requeue_list`); at once if `ms` is 0.
+    /// (`blk_mq_delay_kick_requeue_list`); at once if `ms` is 0. Upstream candidate.
     pub(crate) fn requeue_after(&self, ms: u32) {
         if ms == 0 {
             self.requeue();

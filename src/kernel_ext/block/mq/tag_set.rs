@@ -3,7 +3,7 @@
 //! A blk-mq tag set, its queues' tags and its disks (upstream: `kernel::block::mq::tag_set`).
 
 use super::{
-    gen_disk::{DiskRef, GenDisk, Limits},
+    gen_disk::{DiskRef, GenDisk, NewDisk},
     operations::OperationsVTable,
     request::Pdu,
     Operations, Request,
@@ -32,7 +32,8 @@ pub(super) struct SetHeader<'a, T: Operations> {
     pub(super) data: T::SetData<'a>,
 }
 
-/// A blk-mq tag set, the driver's data for it, and the disks on it.
+/// A blk-mq tag set, the driver's data for it, and the disks on it. Upstream:
+/// `kernel::block::mq::TagSet`, here owning its disks (see the module documentation).
 ///
 /// # Invariants
 ///
@@ -51,8 +52,10 @@ unsafe impl<T: Operations> Send for TagSet<'_, T> where T::SetData<'static>: Sen
 unsafe impl<T: Operations> Sync for TagSet<'_, T> {}
 
 impl<'a, T: Operations> TagSet<'a, T> {
-    /// Creates a tag set of `nr_hw_queues` queues with interrupts and `nr_poll` polled
-    /// queues after them (for `REQ_POLLED` I/O, io_uring's IOPOLL), of `depth` tags each.
+    /// Creates a tag set of `nr_hw_queues` queues with interrupts and `nr_poll` polled queues
+    /// after them (for `REQ_POLLED` I/O, io_uring's IOPOLL), of `depth` tags each. Upstream:
+    /// `TagSet::new`; upstream candidate: polled queues, the timeout and a queue map that
+    /// follows the interrupt vectors.
     ///
     /// `irq` (the device and the vector of hardware queue 0) maps CPUs to queues by the
     /// vectors' affinity, so a request completes on a CPU that submitted to its queue.
@@ -108,6 +111,7 @@ impl<'a, T: Operations> TagSet<'a, T> {
     }
 
     /// Removes every disk from the system (waiting for their I/O), keeping the tag set.
+    /// Upstream candidate.
     pub(crate) fn remove_disks(&mut self) {
         for d in self.disks.iter_mut() {
             d.remove();
@@ -120,6 +124,7 @@ impl<'a, T: Operations> TagSet<'a, T> {
     }
 
     /// A handle for error recovery: quiescing, cancelling requests, the driver's set data.
+    /// Upstream candidate.
     pub(crate) fn handle(&self) -> TagSetRef<'_, T> {
         // INVARIANT: the set was created by `TagSet::new` and lives as long as `self`.
         TagSetRef {
@@ -130,7 +135,7 @@ impl<'a, T: Operations> TagSet<'a, T> {
     }
 }
 
-/// A borrowed tag set, as error recovery needs it.
+/// A borrowed tag set, as error recovery needs it. Upstream candidate.
 ///
 /// # Invariants
 ///
@@ -141,7 +146,7 @@ pub(crate) struct TagSetRef<'s, T: Operations> {
 }
 
 impl<'s, T: Operations> TagSetRef<'s, T> {
-    /// The driver's data of the set.
+    /// The driver's data of the set. Upstream candidate.
     pub(crate) fn data(&self) -> &'s T::SetData<'s> {
         // SAFETY: `driver_data` points to the set's `SetHeader`, which outlives the set
         // (type invariant of `TagSet`), alive for `'s` (type invariant); its data was made
@@ -150,21 +155,22 @@ impl<'s, T: Operations> TagSetRef<'s, T> {
         unsafe { &(*(*self.set.as_ptr()).driver_data.cast::<SetHeader<'s, T>>()).data }
     }
 
-    /// Stops blk-mq from calling `queue_rq` on any queue of the set; returns once no call
-    /// is running. Requests keep queueing (and requeued ones wait) until [`Self::unquiesce`].
+    /// Stops blk-mq from calling `queue_rq` on any queue of the set; returns once no call is
+    /// running. Requests keep queueing (and requeued ones wait) until [`Self::unquiesce`].
+    /// Upstream candidate.
     pub(crate) fn quiesce(&self) {
         // SAFETY: the set is alive (invariant).
         unsafe { bindings::blk_mq_quiesce_tagset(self.set.as_ptr()) };
     }
 
-    /// Lets blk-mq dispatch again and runs the queues.
+    /// Lets blk-mq dispatch again and runs the queues. Upstream candidate.
     pub(crate) fn unquiesce(&self) {
         // SAFETY: the set is alive (invariant).
         unsafe { bindings::blk_mq_unquiesce_tagset(self.set.as_ptr()) };
     }
 
-    /// Calls `f` for every request of the set that is in flight (issued, not completed).
-    /// `f` may complete the request.
+    /// Calls `f` for every request of the set that is in flight (issued, not completed). `f`
+    /// may complete the request. Upstream candidate.
     pub(crate) fn for_each_in_flight(&self, f: &mut dyn FnMut(&Request<T>)) {
         let mut f = f;
         let data = (&raw mut f).cast::<c_void>();
@@ -193,7 +199,7 @@ impl<'s, T: Operations> TagSetRef<'s, T> {
     }
 
     /// Waits until every request completed with [`Request::complete`] has been handed to
-    /// [`Operations::complete`] and ended or requeued.
+    /// [`Operations::complete`] and ended or requeued. Upstream candidate.
     pub(crate) fn wait_completed(&self) {
         // SAFETY: the set is alive (invariant).
         unsafe { bindings::blk_mq_tagset_wait_completed_request(self.set.as_ptr()) };
@@ -215,22 +221,12 @@ impl<'a, T: Operations> TagSet<'a, T> {
     /// `fault` is for fault injection: an error there is reported in place of
     /// `device_add_disk`'s result, so tests walk the path where adding the disk fails (not
     /// part of an upstream version).
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) fn add_disk(
-        &mut self,
-        limits: Limits,
-        name: core::fmt::Arguments<'_>,
-        sectors: u64,
-        parent: &Device<Bound>,
-        data: T::DiskData<'a>,
-        private: T::Private,
-        fault: Result,
-    ) -> Result {
+    pub(crate) fn add_disk(&mut self, disk: NewDisk<'_, 'a, T>, fault: Result) -> Result {
         self.disks.reserve(1, GFP_KERNEL)?;
-        let disk = GenDisk::new(self, limits, name, sectors, parent, data, private, fault)?;
+        let disk = GenDisk::new(self, disk, fault)?;
         self.disks.push_within_capacity(disk).map_err(|_| ENOMEM)
     }
-    /// The first disk whose data satisfies `pred`.
+    /// The first disk whose data satisfies `pred`. Upstream candidate.
     pub(crate) fn find_disk(
         &self,
         pred: impl Fn(&T::DiskData<'a>) -> bool,
@@ -241,9 +237,9 @@ impl<'a, T: Operations> TagSet<'a, T> {
             .map(|disk| DiskRef { disk })
     }
 
-    /// Freezes the request queues of every disk (waits until no request is in flight and
-    /// holds new ones back) until the returned guard is dropped. Allocations by this task
-    /// do no I/O meanwhile.
+    /// Freezes the request queues of every disk (waits until no request is in flight and holds
+    /// new ones back) until the returned guard is dropped. Allocations by this task do no I/O
+    /// meanwhile. Upstream candidate.
     pub(crate) fn freeze_disks(&self) -> Frozen<'_, 'a, T> {
         let noio = MemallocNoio::save();
         let added = || self.disks.iter().filter(|d| d.added);
@@ -265,9 +261,9 @@ impl<'a, T: Operations> TagSet<'a, T> {
 
     /// Freezes the request queues of every disk, as [`Self::freeze_disks`], until
     /// [`Self::unfreeze_disks_non_owner`], which may run on another task (a resume after a
-    /// suspend, as C's `nvme_start_freeze` and `nvme_unfreeze`). No request is in flight
-    /// when this returns, and new ones wait at the queues' entrance, holding no tag.
-    /// Disks already held stay held once; a disk removed meanwhile is unfrozen first.
+    /// suspend, as C's `nvme_start_freeze` and `nvme_unfreeze`). No request is in flight when
+    /// this returns, and new ones wait at the queues' entrance, holding no tag. Disks already
+    /// held stay held once; a disk removed meanwhile is unfrozen first. Upstream candidate.
     pub(crate) fn freeze_disks_non_owner(&mut self) {
         let _noio = MemallocNoio::save();
         for d in self.disks.iter_mut().filter(|d| d.added && !d.held) {
@@ -282,16 +278,16 @@ impl<'a, T: Operations> TagSet<'a, T> {
         }
     }
 
-    /// Ends what [`Self::freeze_disks_non_owner`] started.
+    /// Ends what [`Self::freeze_disks_non_owner`] started. Upstream candidate.
     pub(crate) fn unfreeze_disks_non_owner(&mut self) {
         for d in self.disks.iter_mut() {
             d.unfreeze_non_owner();
         }
     }
 
-    /// Marks every disk dead, as `blk_mark_disk_dead`: its capacity becomes 0, new I/O
-    /// fails at once, and file systems on it are told the device is gone (shut down). The
-    /// disks stay until removed. Returns how many were newly marked.
+    /// Marks every disk dead, as `blk_mark_disk_dead`: its capacity becomes 0, new I/O fails at
+    /// once, and file systems on it are told the device is gone (shut down). The disks stay
+    /// until removed. Returns how many were newly marked. Upstream candidate.
     pub(crate) fn mark_disks_dead(&mut self) -> usize {
         let mut n = 0;
         for d in self.disks.iter_mut().filter(|d| d.added && !d.dead) {
@@ -304,7 +300,7 @@ impl<'a, T: Operations> TagSet<'a, T> {
         n
     }
 
-    /// Calls `f` for every disk.
+    /// Calls `f` for every disk. Upstream candidate.
     pub(crate) fn for_each_disk(&self, mut f: impl FnMut(DiskRef<'_, 'a, T>)) {
         for disk in self.disks.iter().filter(|d| d.added) {
             f(DiskRef { disk });
@@ -312,13 +308,14 @@ impl<'a, T: Operations> TagSet<'a, T> {
     }
 
     /// Removes (as [`Self::remove_disks`]) every disk whose data does not satisfy `keep`.
+    /// Upstream candidate.
     pub(crate) fn retain_disks(&mut self, keep: impl Fn(&T::DiskData<'a>) -> bool) {
         self.disks.retain(|d| keep(&d._data));
     }
 }
 
-/// The disks of a [`TagSet`] frozen by [`TagSet::freeze_disks`]; unfrozen when dropped.
-/// The set cannot gain or lose disks meanwhile: this borrows it.
+/// The disks of a [`TagSet`] frozen by [`TagSet::freeze_disks`]; unfrozen when dropped. The set
+/// cannot gain or lose disks meanwhile: this borrows it. Upstream candidate.
 pub(crate) struct Frozen<'s, 'a, T: Operations> {
     set: &'s TagSet<'a, T>,
     _noio: MemallocNoio,
@@ -333,7 +330,7 @@ impl<T: Operations> Drop for Frozen<'_, '_, T> {
     }
 }
 
-/// The tags of one hardware queue: command identifier to request.
+/// The tags of one hardware queue: command identifier to request. Upstream candidate.
 ///
 /// # Invariants
 ///
@@ -351,9 +348,9 @@ unsafe impl<T: Operations> Send for Tags<T> {}
 unsafe impl<T: Operations> Sync for Tags<T> {}
 
 impl<T: Operations> Tags<T> {
-    /// The request that `tag` refers to, if `tag` is in range and that request is in
-    /// flight (started and not completed). A device that reports a tag we never issued, or
-    /// one twice, gets `None` instead of another request.
+    /// The request that `tag` refers to, if `tag` is in range and that request is in flight
+    /// (started and not completed). A device that reports a tag we never issued, or one twice,
+    /// gets `None` instead of another request. Upstream candidate.
     pub(crate) fn in_flight(&self, tag: u32) -> Option<&Request<T>> {
         let tags = self.tags.as_ptr();
         // SAFETY: `tags` is valid for the tag set's life (type invariant); `rqs` has
