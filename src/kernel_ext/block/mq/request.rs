@@ -148,10 +148,9 @@ impl<T: Operations> Request<T> {
     /// Per-disk data of the disk this request is for, lent for as long as the request is.
     /// Upstream candidate.
     pub(crate) fn disk(&self) -> &T::DiskData<'_> {
-        // SAFETY: `q->queuedata` was set by `GenDisk::new` to its `DiskData<'a>`, which lives
-        // until the disk is released, after all of its requests ended; so `'a` outlives the
-        // borrow of `self`, and `DiskData` is covariant (`Operations::shorten_disk`), so a
-        // `DiskData<'a>` is a valid `DiskData<'_>` for that borrow.
+        // `DiskData` is covariant (`Operations::shorten_disk`): a `DiskData<'a>` whose `'a`
+        // outlives the disk, hence this borrow, is a valid `DiskData<'_>`.
+        // SAFETY: `q->queuedata` is `GenDisk::new`'s data, alive until all requests ended.
         unsafe { &*(*(*self.raw()).q).queuedata.cast::<T::DiskData<'_>>() }
     }
 

@@ -148,10 +148,9 @@ pub(crate) struct TagSetRef<'s, T: Operations> {
 impl<'s, T: Operations> TagSetRef<'s, T> {
     /// The driver's data of the set. Upstream candidate.
     pub(crate) fn data(&self) -> &'s T::SetData<'s> {
-        // SAFETY: `driver_data` points to the set's `SetHeader`, which outlives the set
-        // (type invariant of `TagSet`), alive for `'s` (type invariant); its data was made
-        // for a lifetime outliving the set, and `SetData` is covariant
-        // (`Operations::shorten_set`), so it is valid as a `SetData<'s>`.
+        // Data made for a lifetime outliving the set is a valid `SetData<'s>`: `SetData` is
+        // covariant (`Operations::shorten_set`).
+        // SAFETY: `driver_data` is the set's `SetHeader`, alive for `'s` (type invariants).
         unsafe { &(*(*self.set.as_ptr()).driver_data.cast::<SetHeader<'s, T>>()).data }
     }
 
