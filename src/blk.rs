@@ -13,7 +13,9 @@ use crate::{
     hw::Hw,
     ioctl::{self, DiskLink},
     ioq::{IoQueue, LIST_ENTRIES},
-    kernel_ext::block::mq::{BlkStatus, Operations, ReqOp, Request, TagSetRef, Tags, Timeout},
+    kernel_ext::block::mq::{
+        BlkStatus, Operations, Owned, ReqOp, Request, TagSetRef, Tags, Timeout,
+    },
     ns::Namespace,
     params,
     queue::ShadowDoorbells,
@@ -57,9 +59,6 @@ pub(crate) struct RqState {
     aborted: AtomicBool,
     /// When its data first failed to map (monotonic nanoseconds; 0: it did not).
     map_failed_at: AtomicU64,
-    /// Its completion was claimed: by the device's completion entry, or by error recovery
-    /// taking it back. Whoever claims it first completes the request, once.
-    claimed: AtomicBool,
     /// The command of a passthrough request (`REQ_OP_DRV_*`), set by the ioctl.
     passthru: [AtomicU32; 16],
 }
@@ -77,12 +76,6 @@ impl RqState {
     /// The abort could not be sent after all.
     pub(crate) fn clear_aborted(&self) {
         self.aborted.store(false, Relaxed);
-    }
-
-    /// Claims the completion of the command in flight; false if it was already claimed
-    /// (an interrupt handler and error recovery's cancel raced for it).
-    pub(crate) fn claim_completion(&self) -> bool {
-        !self.claimed.swap(true, Relaxed)
     }
 
     /// Records the device's completion (from the interrupt handler).
@@ -155,7 +148,6 @@ impl Operations for NvmeBlk {
             retries: AtomicU32::new(0),
             aborted: AtomicBool::new(false),
             map_failed_at: AtomicU64::new(0),
-            claimed: AtomicBool::new(false),
             passthru: [const { AtomicU32::new(0) }; 16],
         }
     }
@@ -178,7 +170,6 @@ impl Operations for NvmeBlk {
         st.generation.store(generation, Relaxed);
         st.status.store(0, Relaxed);
         st.aborted.store(false, Relaxed);
-        st.claimed.store(false, Relaxed);
         let mut cmd = cmd;
         cmd.set_cid(io_cid::encode(rq.tag(), generation));
         rq.start();
@@ -193,7 +184,7 @@ impl Operations for NvmeBlk {
         q.queue.ring_sq();
     }
 
-    fn complete(rq: &Request<Self>) {
+    fn complete(rq: Owned<'_, Self>) {
         let ns = rq.disk();
         rq.unmap_data(ns.dma_dev());
         let st = rq.data();
@@ -210,7 +201,8 @@ impl Operations for NvmeBlk {
         let tries = st.retries.fetch_add(1, Relaxed) + 1;
         if status.retryable() && !rq.failfast() && tries <= MAX_RETRIES {
             // After the delay the controller asked for (CRD), as the C driver.
-            rq.requeue_after(ns.retry_delay_ms(status));
+            let delay = ns.retry_delay_ms(status);
+            rq.requeue_after(delay);
             return;
         }
         ns.log_error(rq.op(), rq.sector(), status, tries);

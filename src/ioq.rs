@@ -153,11 +153,12 @@ impl<'b> IoQueue<'b> {
     fn complete_one(&self, cqe: Completion, batch: &mut CompletionBatch<NvmeBlk>) {
         let (tag, generation) = io_cid::decode(cqe.cid);
         let rq = self.tags.as_ref().and_then(|t| t.in_flight(tag));
-        match rq {
-            Some(rq)
-                if io_cid::current(rq.data().generation(), generation)
-                    && rq.data().claim_completion() =>
-            {
+        // Unless error recovery took the command back first.
+        let claimed = rq
+            .filter(|rq| io_cid::current(rq.data().generation(), generation))
+            .and_then(|rq| rq.try_claim());
+        match claimed {
+            Some(rq) => {
                 let status = cqe.status();
                 rq.data().set_completion(status, cqe.result);
                 if status.is_success() {
@@ -167,7 +168,7 @@ impl<'b> IoQueue<'b> {
                     rq.complete();
                 }
             }
-            _ => {
+            None => {
                 let n = self.bad_completions.fetch_add(1, Relaxed);
                 if n < BAD_CQE_LOG_LIMIT {
                     dev_warn!(

@@ -11,8 +11,9 @@
 //! - [`TagSet`] owns a `blk_mq_tag_set`, the driver's per-set data (which maps hardware
 //!   queue indexes to the driver's queues, `hctx->driver_data`), and the disks on it;
 //! - [`GenDisk`] owns a `gendisk` and its per-disk data (`queue->queuedata`);
-//! - [`Request`] reads a request's operation, position, length and flags, and ends or
-//!   completes it; `dma_map` maps its data for DMA into a scatterlist kept in the request's
+//! - [`Request`] reads a request's operation, position, length and flags; its completion
+//!   claim ([`Request::try_claim`]) gives the one `Claimed` token that may complete it, and
+//!   [`Operations::complete`] receives the [`Owned`] token that ends or requeues it; `dma_map` maps its data for DMA into a scatterlist kept in the request's
 //!   private data (no allocation per I/O); `completion` ends requests in batches;
 //! - [`Tags`] looks a command identifier's tag up, refusing tags that are out of range or
 //!   belong to a request that is not in flight (a device must never make us touch a request
@@ -24,10 +25,11 @@
 //! a request may outlive the callback that received it and ending it checks that no other
 //! reference exists. Here a request is lent (`&Request`) for one callback, and a request
 //! found by tag ([`Tags::in_flight`], [`TagSetRef::for_each_in_flight`]) only while blk-mq
-//! says it is in flight; who may end it is settled by the driver's completion claim (one
-//! atomic swap per I/O) instead of a reference count (an atomic increment in `queue_rq`,
-//! another per tag lookup, a compare-exchange per end). The driver never keeps a request
-//! past the callback, so the count would buy nothing and cost three atomics per I/O.
+//! says it is in flight; who may end it is settled by the request's completion claim (one
+//! atomic swap per I/O, whose winner gets a token that completing consumes) instead of a
+//! reference count (an atomic increment in `queue_rq`, another per tag lookup, a
+//! compare-exchange per end). The driver never keeps a request past the callback, so the
+//! count would buy nothing and cost three atomics per I/O.
 //!
 //! Upstream's `GenDisk` keeps its tag set alive with an `Arc<TagSet>`. Here the tag set
 //! owns its disks: a controller freezes, quiesces, marks dead and removes all of them
@@ -46,7 +48,7 @@ pub(crate) use completion::CompletionBatch;
 pub(crate) use dma_map::MAX_SEGMENTS;
 pub(crate) use gen_disk::{DiskRef, Limits, NewDisk};
 pub(crate) use operations::{Operations, Timeout};
-pub(crate) use request::{ReqOp, Request};
+pub(crate) use request::{Owned, ReqOp, Request};
 pub(crate) use tag_set::{TagSet, TagSetRef, Tags};
 
 /// `blk_status_t` values (include/linux/blk_types.h; `#define`s bindgen cannot see). Upstream

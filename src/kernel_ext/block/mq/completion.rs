@@ -3,22 +3,28 @@
 //! Ending the requests of one pass over a completion queue together (upstream candidate: `struct
 //! io_comp_batch` and `blk_mq_end_request_batch`).
 
-use super::{Operations, Request};
+use super::{
+    request::{Claimed, Owned},
+    Operations, Request,
+};
 use core::marker::PhantomData;
 use kernel::bindings;
 
-impl<T: Operations> Request<T> {
+impl<T: Operations> Claimed<'_, T> {
     /// Completes a request the device finished without error, like [`Self::complete`], but on
     /// this CPU into `batch` when blk-mq allows it (the C driver's `nvme_handle_cqe`): the
     /// batch ends all its requests at once when dropped. Upstream candidate.
-    pub(crate) fn complete_batched(&self, batch: &mut CompletionBatch<T>) {
-        // SAFETY: the request is in flight on our queue; on `false` blk-mq leaves its
-        // completion to us, in this context.
-        if unsafe { bindings::blk_mq_complete_request_remote(self.raw()) } {
+    pub(crate) fn complete_batched(self, batch: &mut CompletionBatch<T>) {
+        let rq = self.request();
+        // SAFETY: the request is in flight and its claim is ours (`Claimed`); on `false`
+        // blk-mq leaves its completion to us, in this context.
+        if unsafe { bindings::blk_mq_complete_request_remote(rq.raw()) } {
             return;
         }
-        if !batch.add(self) {
-            T::complete(self);
+        if !batch.add(rq) {
+            // SAFETY: blk-mq left the completed request to us and the claim is ours: we
+            // hand it to the driver to end, once.
+            T::complete(unsafe { Owned::new(rq) });
         }
     }
 }

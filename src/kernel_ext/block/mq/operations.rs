@@ -4,7 +4,7 @@
 //! `kernel::block::mq::operations`).
 
 use super::{
-    request::{rq_to_pdu, Pdu},
+    request::{rq_to_pdu, Owned, Pdu},
     tag_set::SetHeader,
     BlkStatus, Request, TagSetRef, Tags,
 };
@@ -12,7 +12,7 @@ use core::{
     ffi::{c_int, c_uint, c_void},
     marker::PhantomData,
     ptr::NonNull,
-    sync::atomic::{AtomicU32, AtomicU64},
+    sync::atomic::{AtomicBool, AtomicU32, AtomicU64},
 };
 use kernel::{bindings, prelude::*};
 
@@ -46,9 +46,11 @@ pub(crate) trait Operations: Sized + 'static {
     /// End of a batch whose last request did not have `last` set. Upstream:
     /// `Operations::commit_rqs`.
     fn commit_rqs(q: &Self::Queue<'_>);
-    /// Completion, in the context blk-mq chose, after [`Request::complete`]. Upstream:
-    /// `Operations::complete`.
-    fn complete(rq: &Request<Self>);
+    /// Completion, in the context blk-mq chose, after [`Claimed::complete`]: the driver ends
+    /// or requeues `rq`. Upstream: `Operations::complete`.
+    ///
+    /// [`Claimed::complete`]: super::request::Claimed::complete
+    fn complete(rq: Owned<'_, Self>);
     /// A request that completed successfully is about to be ended as part of a
     /// [`CompletionBatch`]: release what the driver holds for it (its DMA mapping). Upstream
     /// candidate.
@@ -119,7 +121,8 @@ impl<T: Operations> OperationsVTable<T> {
     ) -> bindings::blk_status_t {
         // SAFETY: blk-mq passes a live hctx of our set and a request it hands to us.
         let (q, rq, last) = unsafe { (Self::queue(hctx), Request::from_raw((*bd).rq), (*bd).last) };
-        T::queue_rq(q, rq, last) as bindings::blk_status_t
+        // blk-mq ends a request `queue_rq` failed: not one whose completion is claimed.
+        rq.refuse(T::queue_rq(q, rq, last)) as bindings::blk_status_t
     }
 
     /// # Safety
@@ -134,8 +137,9 @@ impl<T: Operations> OperationsVTable<T> {
     ///
     /// Only called by blk-mq, for a tag set created by [`TagSet::new`] for `T`.
     unsafe extern "C" fn complete(rq: *mut bindings::request) {
-        // SAFETY: blk-mq passes a request of our set that we completed.
-        T::complete(unsafe { Request::from_raw(rq) })
+        // SAFETY: blk-mq passes a request of our set that a `Claimed` completed, once, for
+        // the driver to end.
+        T::complete(unsafe { Owned::new(Request::from_raw(rq)) })
     }
 
     /// # Safety
@@ -225,6 +229,8 @@ impl<T: Operations> OperationsVTable<T> {
             (&raw mut (*pdu).single_addr).write(AtomicU64::new(0));
             (&raw mut (*pdu).single_len).write(AtomicU32::new(0));
             (&raw mut (*pdu).mapped).write(AtomicU32::new(0));
+            // Closed until `Request::start`.
+            (&raw mut (*pdu).claimed).write(AtomicBool::new(true));
             (&raw mut (*pdu).drv).write(T::new_rq());
             (&raw mut (*pdu).sg).write_bytes(0, 1);
         }

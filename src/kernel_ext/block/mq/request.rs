@@ -10,7 +10,8 @@ use core::{
     // Per-request state is written by one CPU at a time, handed over by blk-mq's own
     // ordering; core's atomics compile to plain loads and stores, where the LKMM ones go
     // through out-of-line C helpers (measured in the README's optimisation table).
-    sync::atomic::{AtomicU32, AtomicU64},
+    ops::Deref,
+    sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::Relaxed},
 };
 use kernel::{bindings, types::Opaque};
 
@@ -47,6 +48,9 @@ pub(super) struct Pdu<T: Operations> {
     pub(super) single_len: AtomicU32,
     /// Entries holding DMA segments after `dma_map_sg`.
     pub(super) mapped: AtomicU32,
+    /// The completion of the command in flight was claimed ([`Request::try_claim`]), or the
+    /// request is not started: nobody may claim it. Opened by [`Request::start`].
+    pub(super) claimed: AtomicBool,
     pub(super) drv: T::Rq,
     pub(super) sg: Opaque<[bindings::scatterlist; MAX_SEGMENTS]>,
 }
@@ -155,7 +159,7 @@ impl<T: Operations> Request<T> {
     }
 
     /// True the first time the driver sees this request, false when it comes back after
-    /// [`Self::requeue`]: lets per-request state such as a retry count start fresh. Upstream
+    /// [`Owned::requeue_after`]: lets per-request state such as a retry count start fresh. Upstream
     /// candidate.
     pub(crate) fn first_issue(&self) -> bool {
         // SAFETY: `rq_flags` of a request owned by the driver is only changed by the driver.
@@ -169,11 +173,40 @@ impl<T: Operations> Request<T> {
         true
     }
 
-    /// Marks the request as started (issued to the device), arming its timeout. Upstream:
-    /// `Request::start_unchecked`.
+    /// Marks the request as started (issued to the device), arming its timeout, and opens
+    /// its completion to one [`Self::try_claim`]. Upstream: `Request::start_unchecked`.
     pub(crate) fn start(&self) {
+        // Before the request is seen in flight (by a tag lookup or an iteration).
+        self.pdu().claimed.store(false, Relaxed);
         // SAFETY: the request is owned by the driver (we are in `queue_rq`).
         unsafe { bindings::blk_mq_start_request(self.raw()) };
+    }
+
+    /// Claims the completion of the started request: `None` if somebody already did (an
+    /// interrupt handler and error recovery taking commands back race for it). The winner
+    /// alone completes it, once: what upstream's reference count (2 -> 0 on completion)
+    /// settles, in one atomic swap. Upstream candidate.
+    pub(crate) fn try_claim(&self) -> Option<Claimed<'_, T>> {
+        if self.pdu().claimed.swap(true, Relaxed) {
+            return None;
+        }
+        // INVARIANT: the swap above found the claim open: this is its only winner.
+        Some(Claimed(self))
+    }
+
+    /// After `queue_rq` returned `status` to blk-mq: the status blk-mq may end or requeue the
+    /// request with, or `Ok` if it was started and its completion claimed meanwhile (its
+    /// claimer ends it). A failed request's claim stays closed until it is started again.
+    pub(super) fn refuse(&self, status: BlkStatus) -> BlkStatus {
+        if status == BlkStatus::Ok {
+            return status;
+        }
+        // SAFETY: `state` is updated atomically by blk-mq; reading it is always allowed.
+        let state = unsafe { core::ptr::read_volatile(&raw const (*self.raw()).state) };
+        if state == bindings::mq_rq_state_MQ_RQ_IDLE || !self.pdu().claimed.swap(true, Relaxed) {
+            return status;
+        }
+        BlkStatus::Ok
     }
 
     /// Calls `f(first_sector, sectors)` for each bio: the ranges of a (merged) discard.
@@ -195,21 +228,6 @@ impl<T: Operations> Request<T> {
         }
     }
 
-    /// Hands the request to blk-mq's completion machinery, which calls [`Operations::complete`]
-    /// (on the submitting CPU's softirq when that is cheaper). As upstream's
-    /// `Request::complete`.
-    pub(crate) fn complete(&self) {
-        // SAFETY: the request is in flight on our queue.
-        unsafe { bindings::blk_mq_complete_request(self.raw()) };
-    }
-
-    /// Ends the request with `status`; the driver must not touch it afterwards. Upstream:
-    /// `Request::end_ok`, which only ends with success; upstream candidate.
-    pub(crate) fn end(&self, status: BlkStatus) {
-        // SAFETY: the request is owned by the driver; its data was unmapped.
-        unsafe { bindings::blk_mq_end_request(self.raw(), status as bindings::blk_status_t) };
-    }
-
     /// Whether the request is in flight: issued to the driver and not completed yet. Upstream
     /// candidate.
     pub(crate) fn in_flight(&self) -> bool {
@@ -217,25 +235,92 @@ impl<T: Operations> Request<T> {
         let state = unsafe { core::ptr::read_volatile(&raw const (*self.raw()).state) };
         state == bindings::mq_rq_state_MQ_RQ_IN_FLIGHT
     }
+}
 
-    /// Puts the request back on the queue to be issued again (a retry). Upstream candidate.
-    pub(crate) fn requeue(&self) {
-        // SAFETY: the request is owned by the driver and not mapped any more.
-        unsafe { bindings::blk_mq_requeue_request(self.raw(), true) };
+/// A started request whose completion the holder claimed ([`Request::try_claim`]): only it
+/// may hand the request to blk-mq's completion. Upstream candidate.
+///
+/// # Invariants
+///
+/// The request's claim was won by the [`Request::try_claim`] that made this, and the request
+/// was not completed since.
+#[must_use = "a claimed request must be completed"]
+pub(crate) struct Claimed<'r, T: Operations>(&'r Request<T>);
+
+impl<T: Operations> Deref for Claimed<'_, T> {
+    type Target = Request<T>;
+
+    fn deref(&self) -> &Request<T> {
+        self.0
+    }
+}
+
+impl<'r, T: Operations> Claimed<'r, T> {
+    /// Hands the request to blk-mq's completion machinery, which calls
+    /// [`Operations::complete`] (on the submitting CPU's softirq when that is cheaper). As
+    /// upstream's `Request::complete`.
+    pub(crate) fn complete(self) {
+        // SAFETY: the request is in flight and its claim is ours (type invariant): nobody
+        // else completes it.
+        unsafe { bindings::blk_mq_complete_request(self.raw()) };
     }
 
-    /// Puts the request back on the queue, to be issued again after `ms` milliseconds
-    /// (`blk_mq_delay_kick_requeue_list`); at once if `ms` is 0. Upstream candidate.
-    pub(crate) fn requeue_after(&self, ms: u32) {
-        if ms == 0 {
-            self.requeue();
-            return;
-        }
-        // SAFETY: the request is owned by the driver and not mapped any more; its queue
-        // outlives it.
+    /// The request, for [`super::CompletionBatch`].
+    pub(super) fn request(&self) -> &'r Request<T> {
+        self.0
+    }
+}
+
+/// A request handed to [`Operations::complete`]: the driver ends or requeues it, once.
+/// Upstream: the `ARef<Request>` that `Operations::complete` receives.
+///
+/// # Invariants
+///
+/// blk-mq completed the request and handed it to the driver, which has not ended or requeued
+/// it since.
+#[must_use = "a completed request must be ended or requeued"]
+pub(crate) struct Owned<'r, T: Operations>(&'r Request<T>);
+
+impl<T: Operations> Deref for Owned<'_, T> {
+    type Target = Request<T>;
+
+    fn deref(&self) -> &Request<T> {
+        self.0
+    }
+}
+
+impl<'r, T: Operations> Owned<'r, T> {
+    /// # Safety
+    ///
+    /// `rq` was completed and blk-mq hands it to the driver to end (its `complete` callback,
+    /// or a claim completed on this CPU outside a batch); nobody else ends it.
+    pub(super) unsafe fn new(rq: &'r Request<T>) -> Self {
+        // INVARIANT: see the function's safety section.
+        Self(rq)
+    }
+
+    /// Ends the request with `status`. Upstream: `Request::end_ok`, which only ends with
+    /// success; upstream candidate.
+    pub(crate) fn end(self, status: BlkStatus) {
+        // SAFETY: the request is the driver's to end, once (type invariant; `self` is
+        // consumed).
+        unsafe { bindings::blk_mq_end_request(self.raw(), status as bindings::blk_status_t) };
+    }
+
+    /// Puts the request back on the queue to be issued again (a retry), after `ms`
+    /// milliseconds (`blk_mq_delay_kick_requeue_list`); at once if `ms` is 0. Upstream
+    /// candidate.
+    pub(crate) fn requeue_after(self, ms: u32) {
+        let rq = self.raw();
+        // SAFETY: the request is the driver's to end or requeue, once (type invariant;
+        // `self` is consumed); its queue outlives it.
         unsafe {
-            let q = (*self.raw()).q;
-            bindings::blk_mq_requeue_request(self.raw(), false);
+            if ms == 0 {
+                bindings::blk_mq_requeue_request(rq, true);
+                return;
+            }
+            let q = (*rq).q;
+            bindings::blk_mq_requeue_request(rq, false);
             bindings::blk_mq_delay_kick_requeue_list(q, ms as usize);
         }
     }
