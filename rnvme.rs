@@ -34,6 +34,8 @@ mod params;
 mod power;
 #[path = "src/queue.rs"]
 mod queue;
+#[path = "src/queues.rs"]
+mod queues;
 #[path = "src/regs.rs"]
 mod regs;
 #[path = "src/reset.rs"]

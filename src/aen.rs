@@ -20,6 +20,7 @@
 
 use crate::{
     ctrl::Shared,
+    hw::Hw,
     ioctl::CtrlLink,
     kernel_ext::sync::{flush_work, system_dfl},
     spec::{
@@ -146,6 +147,37 @@ impl AsyncEvents {
     pub(crate) fn close(&self) {
         self.closed.store(true, Relaxed);
         flush_work(&self.work);
+    }
+}
+
+/// A controller's hold on its asynchronous event handling, started by [`Events::start`]:
+/// dropping it closes the handling (the admin queue keeps the [`AsyncEvents`] it calls).
+pub(crate) struct Events(Arc<AsyncEvents>);
+
+impl Events {
+    /// Starts handling asynchronous events: the admin queue hands completed requests to the
+    /// work, and the first request is sent with the events `oaes` says the controller has.
+    pub(crate) fn start(hw: &Hw<'_>, link: &Arc<CtrlLink>, oaes: u32) -> Result<Self> {
+        let events = AsyncEvents::new(link.clone())?;
+        hw.admin.set_event_handler(events.clone());
+        hw.start_async_events(Some(oaes));
+        Ok(Self(events))
+    }
+
+    /// See [`AsyncEvents::close`].
+    pub(crate) fn close(&self) {
+        self.0.close();
+    }
+
+    /// See [`AsyncEvents::rescan_needed`].
+    pub(crate) fn rescan_needed(&self) {
+        self.0.rescan_needed();
+    }
+}
+
+impl Drop for Events {
+    fn drop(&mut self) {
+        self.0.close();
     }
 }
 

@@ -4,27 +4,29 @@
 //!
 //! Bring-up: disable (wait CSTS.RDY = 0), program the admin queue (AQA/ASQ/ACQ), enable with
 //! the host page size (CC.MPS within CAP.MPSMIN..MPSMAX) and round robin arbitration, wait
-//! CSTS.RDY = 1 within CAP.TO, then Identify. Teardown: normal shutdown (CC.SHN, wait
-//! CSTS.SHST complete), then disable, so the device can no longer touch memory we free.
+//! CSTS.RDY = 1 within CAP.TO, Identify, then the I/O queues (`queues.rs`) and the disks.
+//! [`Controller::new`] states that order in one `try_pin_init!`. Teardown, in
+//! [`Controller::unbind`]: the disks go, the I/O queues are deleted, then a normal shutdown
+//! (CC.SHN, wait CSTS.SHST complete) and disable, so the device can no longer touch memory
+//! that dropping the controller then frees.
 
 use crate::{
     admin::{AdminQueue, ADMIN_DEPTH},
-    aen::AsyncEvents,
-    blk::{IoQueues, IoSet, NvmeBlk},
+    aen::Events,
+    blk::NvmeBlk,
     fault::Faults,
-    hw::{self, Hw},
+    hw::{self, Enabled, Hw},
     ioctl::{CtrlChar, CtrlLink},
-    ioq::{self, IoQueue, QueueIrq},
     kernel_ext::{
         block::mq::TagSet,
         chardev::CharDev,
         dma as kdma,
-        irq::{irq_type_name, IrqSet},
-        lease::Lease,
+        lease::{Grant, Lease},
         pci_save_state,
     },
     ns, params,
-    queue::{Queue, ShadowDoorbells},
+    queue::Queue,
+    queues::Queues,
     regs::{Regs, BAR0_MIN},
     reset,
     scan::active_namespaces,
@@ -34,21 +36,20 @@ use crate::{
         identify::{IdentifyController, IdentifyControllerNvm},
         regs::{self as r, Cap},
     },
-    stats::{DebugDir, QueueStats},
+    stats::DebugDir,
 };
 use kernel::{
     device::{Bound, Core},
     dma::{self, DmaMask},
     new_mutex,
     page::PAGE_SHIFT,
-    pci::{self, IrqType},
+    pci,
     prelude::*,
-    str::CString,
     sync::{
         atomic::{Atomic, Full, Relaxed},
         Arc, Mutex,
     },
-    time::msecs_to_jiffies,
+    types::ForLt,
 };
 
 /// Controller numbers in use (`/dev/rnvme<N>`, `rnvme<N>` in logs), one bit each.
@@ -86,59 +87,106 @@ impl Drop for Instance {
 }
 
 /// A controller's state that user space reaches (ioctls, sysfs) through its [`CtrlLink`]:
-/// the disks (added and removed by rescans), the identify data, the hardware.
+/// the disks (added and removed by rescans), the queues, the identify data, the hardware.
+///
+/// Fields are dropped in declaration order, the reverse of construction ([`Shared::new`]):
+/// the disks go while the queues and their interrupts still serve them, then the queues stop
+/// the controller before their memory goes.
 #[pin_data]
 pub(crate) struct Shared<'b> {
+    /// The tag set and its disks (`None`: no I/O queues).
+    #[pin]
+    pub(crate) disks: Mutex<Option<TagSet<'b, NvmeBlk>>>,
+    pub(crate) queues: Queues<'b>,
     pub(crate) hw: Arc<Hw<'b>>,
     pub(crate) id: IdentifyController,
     /// The admin half of the Commands Supported and Effects log, if the controller has it.
     pub(crate) effects: Option<KBox<AdminEffects>>,
     /// NVM command set limits (Write Zeroes, Dataset Management), if the controller says.
     pub(crate) nvm: Option<IdentifyControllerNvm>,
-    /// I/O queues with interrupts, and polled ones.
-    pub(crate) io_queues: u16,
-    pub(crate) poll_queues: u16,
-    /// The tag set and its disks (`None`: no I/O queues).
-    #[pin]
-    pub(crate) disks: Mutex<Option<TagSet<'b, NvmeBlk>>>,
     /// Given to each disk, for its ioctls.
     pub(crate) link: Arc<CtrlLink>,
 }
 
 /// One bound NVMe controller: the PCI driver's device data.
 ///
-/// [`Drop`] removes the character device, revokes the link (waiting for running ioctls),
-/// removes the disks and shuts the controller down; then the interrupt handlers go, the tag
-/// set, the queues they reference, and the BAR.
+/// [`Controller::new`] builds it in dependency order; the fields are declared in the reverse
+/// order, which is the order they are dropped in (after a failed probe too, where pin-init
+/// drops what was built in reverse). [`Controller::unbind`] does the teardown that needs the
+/// device; the drops then only free (the guards among them, `grant`, `events`, the
+/// queues and `enabled`, find their work done and only stop what a failed probe left
+/// running).
+#[pin_data]
 pub(crate) struct Controller<'b> {
-    chardev: Option<Pin<KBox<CharDev<CtrlChar>>>>,
+    /// `/dev/rnvme<N>`.
+    chardev: Pin<KBox<CharDev<CtrlChar>>>,
+    /// Counters of every queue and the fault knobs, in debugfs.
+    debugfs: DebugDir,
+    pub(crate) events: Events,
+    /// `shared` lent to the link; revoked when dropped, before `shared` goes.
+    grant: Grant<ForLt!(Shared<'_>)>,
+    #[pin]
+    pub(crate) shared: Shared<'b>,
+    enabled: Enabled<'b>,
+    pub(crate) hw: Arc<Hw<'b>>,
     link: Arc<CtrlLink>,
-    pub(crate) events: Option<Arc<AsyncEvents>>,
-    /// Counters of every queue, in debugfs.
-    debugfs: Option<DebugDir>,
     /// Faults tests inject, through debugfs.
     faults: Arc<Faults>,
-    queue_stats: KVec<(u16, Arc<QueueStats>)>,
-    irqs: Option<IrqSet<'b, QueueIrq<'b>>>,
-    /// Until `shared` is built.
-    pub(crate) tagset: Option<TagSet<'b, NvmeBlk>>,
-    pub(crate) shared: Option<Arc<Shared<'b>>>,
-    /// I/O queues created on the device (ids 1..=io_queues), deleted on teardown.
-    io_queues: u16,
-    nr_io: u16,
-    nr_poll: u16,
-    pub(crate) hw: Arc<Hw<'b>>,
     pub(crate) pdev: &'b pci::Device<Bound>,
     instance: Instance,
-    id: Option<IdentifyController>,
-    effects: Option<KBox<AdminEffects>>,
-    nvm: Option<IdentifyControllerNvm>,
 }
 
 impl<'b> Controller<'b> {
-    /// Probes one controller: everything from PCI set-up to identify.
-    pub(crate) fn probe(pdev: &'b pci::Device<Core<'_>>) -> Result<Self> {
-        let instance = Instance::alloc()?;
+    /// Probes one controller: everything from PCI set-up to the disks. Probe fault steps
+    /// ([`params::inject`]) mark the points a test fails it at.
+    pub(crate) fn new<'a>(
+        pdev: &'b pci::Device<Core<'a>>,
+    ) -> impl PinInit<Self, Error> + use<'b, 'a> {
+        let bdev: &'b pci::Device<Bound> = pdev;
+        try_pin_init!(Self {
+            instance: Instance::alloc()?,
+            _: { Self::setup_pci(pdev)? },
+            pdev: bdev,
+            faults: Faults::new()?,
+            // Steps 1 (BAR mapped) and 2 (admin queue allocated).
+            hw: Self::map(bdev, faults, instance.id())?,
+            link: Arc::pin_init(Lease::new(), GFP_KERNEL)?,
+            _: { params::inject(bdev.as_ref(), 3)? },
+            enabled: Enabled::new(hw)?,
+            _: { params::inject(bdev.as_ref(), 4)? },
+            // Steps 5 to 11.
+            shared <- Shared::new(hw, faults, link),
+            _: { params::inject(bdev.as_ref(), 12)? },
+            // SAFETY: `shared` is pinned and dropped after `grant` (declaration order, and
+            // the reverse of this order if the probe fails).
+            grant: unsafe { Grant::new(link, &*shared) },
+            events: Events::start(hw, link, shared.id.oaes)?,
+            debugfs: Self::debugfs(instance.id(), hw, &shared.queues, faults)?,
+            chardev: CharDev::register(
+                fmt!("rnvme{}", instance.id()),
+                bdev.as_ref(),
+                link.clone(),
+            )?,
+            // Step 14 (a disk's `device_add_disk` fails) is in the scan.
+            _: {
+                let scanned = shared
+                    .scan_namespaces()
+                    .and_then(|()| params::inject(bdev.as_ref(), 13));
+                if scanned.is_err() {
+                    // User space may reach the controller already: as unbind, stop its
+                    // passthrough commands before the grant's revocation waits for them.
+                    hw.admin.close();
+                }
+                scanned?;
+                // For the slot reset of PCI error recovery, which loses it (C's
+                // `nvme_pci_enable`).
+                pci_save_state(bdev);
+            },
+        })
+    }
+
+    /// Enables the function, its bus mastering and DMA.
+    fn setup_pci(pdev: &pci::Device<Core<'_>>) -> Result {
         pdev.enable_device_mem()?;
         pdev.set_master();
         // 64-bit DMA, else 48 bits, as the C driver: some platforms offer no more.
@@ -155,116 +203,62 @@ impl<'b> Controller<'b> {
         // block layer builds them (the default is 64 KiB).
         // SAFETY: As above.
         unsafe { dma::Device::dma_set_max_seg_size(pdev, u32::MAX) };
+        Ok(())
+    }
 
-        let bdev: &'b pci::Device<Bound> = pdev;
-        let bar = bdev.iomap_region_sized::<BAR0_MIN>(0, c"rnvme")?;
-        params::inject(bdev.as_ref(), 1)?;
+    /// Maps the registers, checks CAP, stops whatever ran the controller before us (firmware,
+    /// a previous driver) and allocates the admin queue, which polls until the queues'
+    /// vectors exist.
+    fn map(
+        pdev: &'b pci::Device<Bound>,
+        faults: &Arc<Faults>,
+        instance: u32,
+    ) -> Result<Arc<Hw<'b>>> {
+        let bar = pdev.iomap_region_sized::<BAR0_MIN>(0, c"rnvme")?;
+        params::inject(pdev.as_ref(), 1)?;
         let regs = Arc::new(Regs::new(bar), GFP_KERNEL)?;
-        let cap = Self::check_cap(bdev, &regs)?;
-        // The controller may still run from firmware or a previous driver.
-        hw::disable(bdev.as_ref(), &regs, cap)?;
-
+        let cap = Self::check_cap(pdev, &regs)?;
+        hw::disable(pdev.as_ref(), &regs, cap)?;
         let depth = ADMIN_DEPTH.min(u16::try_from(cap.mqes()).unwrap_or(u16::MAX));
-        let aq = Queue::new(bdev.as_ref(), regs.clone(), 0, depth, None)?;
-        params::inject(bdev.as_ref(), 2)?;
-
-        // One vector for the admin queue for now; MSI-X first, then MSI, then INTx, then
-        // polling if the platform gives us no interrupt at all.
-        let irqs = IrqSet::alloc(bdev, 1, 1, None).ok();
-        let faults = Faults::new()?;
-        let admin = AdminQueue::new(bdev, aq, irqs.is_none(), faults.clone())?;
-        let hw = Hw::new(bdev, regs, admin, cap, instance.id())?;
-        let mut ctrl = Controller {
-            chardev: None,
-            link: Arc::pin_init(Lease::new(), GFP_KERNEL)?,
-            events: None,
-            debugfs: None,
-            faults,
-            queue_stats: KVec::new(),
-            irqs,
-            tagset: None,
-            shared: None,
-            io_queues: 0,
-            nr_io: 0,
-            nr_poll: 0,
-            hw,
-            pdev: bdev,
-            instance,
-            id: None,
-            effects: None,
-            nvm: None,
-        };
-        ctrl.inject(3)?;
-        ctrl.setup_admin_irq()?;
-        ctrl.inject(4)?;
-        ctrl.hw.enable()?;
-        ctrl.inject(5)?;
-        ctrl.identify(cap)?;
-        ctrl.inject(6)?;
-        ctrl.setup_io_queues(cap)?;
-        ctrl.inject(12)?;
-        ctrl.share()?;
-        if let Some(sh) = &ctrl.shared {
-            sh.scan_namespaces()?;
-        }
-        ctrl.inject(13)?;
-        ctrl.publish()?;
-        // For the slot reset of PCI error recovery, which loses it (C's `nvme_pci_enable`).
-        pci_save_state(bdev);
-        Ok(ctrl)
+        let aq = Queue::new(pdev.as_ref(), regs.clone(), 0, depth, None)?;
+        params::inject(pdev.as_ref(), 2)?;
+        let admin = AdminQueue::new(pdev, aq, true, faults.clone())?;
+        Hw::new(pdev, regs, admin, cap, instance)
     }
 
-    /// Moves what user space may reach into [`Shared`].
-    fn share(&mut self) -> Result {
-        let Some(id) = self.id else {
-            return Ok(());
-        };
-        let tagset = self.tagset.take();
-        let (hw, link) = (self.hw.clone(), self.link.clone());
-        let (io_queues, poll_queues) = (self.nr_io, self.nr_poll);
-        let effects = self.effects.take();
-        let nvm = self.nvm;
-        self.shared = Some(Arc::pin_init(
-            try_pin_init!(Shared {
-                hw,
-                id,
-                effects,
-                nvm,
-                io_queues,
-                poll_queues,
-                disks <- new_mutex!(tagset),
-                link,
-            }),
-            GFP_KERNEL,
-        )?);
-        Ok(())
+    /// The debugfs directory: one file per queue, and the fault knobs.
+    fn debugfs(
+        instance: u32,
+        hw: &Hw<'_>,
+        queues: &Queues<'_>,
+        faults: &Arc<Faults>,
+    ) -> Result<DebugDir> {
+        let mut dir = DebugDir::new(instance)?;
+        dir.add_queue(0, hw.admin.queue().stats.clone())?;
+        queues.add_debugfs(&mut dir)?;
+        dir.add_faults(faults.clone())?;
+        Ok(dir)
     }
 
-    /// Lends [`Shared`] to the link and creates `/dev/rnvme<N>`.
-    fn publish(&mut self) -> Result {
-        let Some(sh) = &self.shared else {
-            return Ok(());
-        };
-        // SAFETY: `shared` is only dropped by `Drop for Controller`, after `link.revoke()`;
-        // it is in an `Arc`, so it does not move.
-        unsafe { self.link.grant(sh) };
-        self.chardev = Some(CharDev::register(
-            fmt!("rnvme{}", self.instance.id()),
+    /// The device is being unbound (removal, `rmmod`, sysfs unbind): user space is cut
+    /// off, the disks removed, the queues deleted and the controller shut down, as C's
+    /// `nvme_remove`. What is left is freed when the data is dropped.
+    pub(crate) fn unbind(&self) {
+        // No new passthrough command and none waiting on the device; then no running or
+        // new ioctl, sysfs read or rescan, and no event work.
+        self.hw.admin.close();
+        self.grant.revoke();
+        self.events.close();
+        self.shared.remove_disks();
+        self.shared.queues.delete_on_device();
+        self.hw.shutdown();
+        // Buffers of commands given up on while the controller ran: it is stopped now.
+        self.hw.admin.unpark();
+        dev_info!(
             self.pdev.as_ref(),
-            self.link.clone(),
-        )?);
-        let mut dbg = DebugDir::new(self.instance.id())?;
-        dbg.add_queue(0, self.hw.admin.queue().stats.clone())?;
-        for (qid, st) in self.queue_stats.iter() {
-            dbg.add_queue(*qid, st.clone())?;
-        }
-        dbg.add_faults(self.faults.clone())?;
-        self.debugfs = Some(dbg);
-        let events = AsyncEvents::new(self.link.clone())?;
-        self.hw.admin.set_event_handler(events.clone());
-        self.events = Some(events);
-        self.hw.start_async_events(Some(sh.id.oaes));
-        Ok(())
+            "rnvme{}: shut down\n",
+            self.instance.id()
+        );
     }
 
     /// Reads and sanity-checks CAP.
@@ -296,247 +290,43 @@ impl<'b> Controller<'b> {
         }
         Ok(cap)
     }
-
-    fn inject(&self, step: u32) -> Result {
-        params::inject(self.pdev.as_ref(), step)
-    }
-
-    /// Registers the admin queue's handler on vector 0.
-    fn setup_admin_irq(&mut self) -> Result {
-        let name = CString::try_from_fmt(fmt!("rnvme{}q0", self.instance.id()))?;
-        let admin = self.hw.admin.clone();
-        if let Some(irqs) = self.irqs.as_mut() {
-            irqs.request(0, name, QueueIrq::Admin(admin))?;
-            self.hw.admin.set_polled(false);
-        }
-        Ok(())
-    }
-
-    /// Asks for one I/O queue pair per CPU, reallocates the interrupt vectors (one for the
-    /// admin queue plus one per I/O queue, spread over the CPUs), creates the queues on the
-    /// device, and the blk-mq tag set over them.
-    ///
-    /// Falls back to fewer queues when the controller grants fewer or fewer vectors are
-    /// available, and to one vector shared by every queue (MSI or INTx).
-    fn setup_io_queues(&mut self, cap: Cap) -> Result {
-        let cpus = kernel::cpu::nr_cpu_ids();
-        let want = match params::io_queues() {
-            0 => cpus,
-            n => n.min(cpus),
-        }
-        .clamp(1, 65534) as u16;
-        let want_poll = params::poll_queues().min(cpus).min(65534 - u32::from(want)) as u16;
-        let granted_all = u32::from(self.hw.set_num_queues(want + want_poll)?);
-        // Polled queues get what they ask for as long as one queue with interrupts
-        // remains (as the C driver); the rest have interrupts.
-        let granted = granted_all
-            .saturating_sub(u32::from(want_poll))
-            .clamp(1, u32::from(want));
-        self.inject(7)?;
-
-        // Vectors are allocated all at once: give up the admin queue's, poll meanwhile.
-        self.hw.admin.set_polled(true);
-        self.irqs = None;
-        self.irqs = IrqSet::alloc(self.pdev, 1, granted + 1, Some(1))
-            .or_else(|_| IrqSet::alloc(self.pdev, 1, 1, None))
-            .ok();
-        self.setup_admin_irq()?;
-        self.inject(8)?;
-        let Some(nvec) = self.irqs.as_ref().map(|i| i.len()) else {
-            dev_warn!(
-                self.pdev.as_ref(),
-                "no interrupts available: not creating I/O queues\n"
-            );
-            return Ok(());
-        };
-        let nr_io = if nvec > 1 { granted.min(nvec - 1) } else { 1 } as u16;
-        let nr_poll = granted_all
-            .saturating_sub(u32::from(nr_io))
-            .min(u32::from(want_poll)) as u16;
-        // CAP.MQES >= 2 was checked at probe.
-        let depth = params::io_queue_depth().clamp(2, cap.mqes().min(ioq::MAX_DEPTH)) as u16;
-
-        let shadow = match &self.id {
-            Some(id) if id.supports_doorbell_buffer() => Some(ShadowDoorbells::new(
-                self.pdev.as_ref(),
-                nr_io + nr_poll,
-                self.hw.regs.stride(),
-            )?),
-            _ => None,
-        };
-        let mut queues = IoQueues::with_capacity(usize::from(nr_io + nr_poll), GFP_KERNEL)?;
-        for qid in 1..=nr_io {
-            let vector = if nvec > 1 { u32::from(qid) } else { 0 };
-            queues.push(
-                self.create_io_queue(qid, depth, Some(vector), shadow.clone())?,
-                GFP_KERNEL,
-            )?;
-            self.inject(if qid == 1 { 9 } else { 10 })?;
-        }
-        for qid in nr_io + 1..=nr_io + nr_poll {
-            queues.push(
-                self.create_io_queue(qid, depth, None, shadow.clone())?,
-                GFP_KERNEL,
-            )?;
-        }
-        if let Some(s) = &shadow {
-            self.hw.enable_shadow(s, &queues);
-        }
-        let irq_map = match self.irqs.as_ref().map(|i| i.kind()) {
-            Some(IrqType::MsiX | IrqType::Msi) if nvec > 1 => Some((self.pdev.as_ref(), 1)),
-            _ => None,
-        };
-        let timeout = msecs_to_jiffies(params::io_timeout_ms()) as u32;
-        // One slot of each queue stays empty: a full ring would look empty to the device.
-        let set = IoSet {
-            hw: self.hw.clone(),
-            queues,
-            shadow,
-        };
-        self.tagset = Some(TagSet::new(
-            u32::from(nr_io),
-            u32::from(nr_poll),
-            u32::from(depth) - 1,
-            timeout,
-            irq_map,
-            set,
-        )?);
-        self.inject(11)?;
-        self.nr_io = nr_io;
-        self.nr_poll = nr_poll;
-        let kind = self
-            .irqs
-            .as_ref()
-            .map_or("polled", |i| irq_type_name(i.kind()));
-        dev_info!(
-            self.pdev.as_ref(),
-            "rnvme{}: {} I/O queues of depth {} on {} {} vector(s), {} polled\n",
-            self.instance.id(),
-            nr_io,
-            depth,
-            nvec,
-            kind,
-            nr_poll
-        );
-        Ok(())
-    }
-
-    /// Creates I/O queue pair `qid` on the device, completing on `vector` (`None`: polled,
-    /// no interrupt).
-    fn create_io_queue(
-        &mut self,
-        qid: u16,
-        depth: u16,
-        vector: Option<u32>,
-        shadow: Option<Arc<ShadowDoorbells>>,
-    ) -> Result<Arc<IoQueue<'b>>> {
-        let regs = self.hw.regs.clone();
-        let v16 = vector.map(|v| v as u16);
-        let q = IoQueue::new(
-            self.pdev,
-            regs,
-            qid,
-            depth,
-            v16,
-            shadow,
-            self.faults.clone(),
-        )?;
-        self.queue_stats.reserve(1, GFP_KERNEL)?;
-        self.hw.create_io_queue(&q)?;
-        self.queue_stats
-            .push_within_capacity((qid, q.queue.stats.clone()))
-            .map_err(|_| ENOMEM)?;
-        self.io_queues = qid;
-        if let (Some(vector), Some(irqs)) = (vector, self.irqs.as_mut()) {
-            let name = CString::try_from_fmt(fmt!("rnvme{}q{}", self.instance.id(), qid))?;
-            irqs.request(vector, name, QueueIrq::Io(q.clone()))?;
-        }
-        Ok(q)
-    }
-
-    /// Deletes the I/O queues on the device (submission queue before its completion queue,
-    /// as the spec requires).
-    fn delete_io_queues(&mut self) {
-        let timeout = params::admin_timeout_ms().min(5000);
-        for qid in (1..=self.io_queues).rev() {
-            let sq = self.hw.admin.execute(Command::delete_io_sq(qid), timeout);
-            let cq = self.hw.admin.execute(Command::delete_io_cq(qid), timeout);
-            if sq.is_err() || cq.is_err() {
-                // The controller is not answering: shutdown and disable follow anyway.
-                break;
-            }
-        }
-        self.io_queues = 0;
-    }
-
-    /// Identify Controller and the active namespace list; logs one line per controller.
-    fn identify(&mut self, cap: Cap) -> Result {
-        let data = self.hw.admin_read(
-            Command::identify(cns::CONTROLLER, 0, 0),
-            "Identify Controller",
-        )?;
-        let id = IdentifyController::parse(&data).map_err(|e| {
-            dev_err!(self.pdev.as_ref(), "bad Identify Controller data: {e}\n");
-            EINVAL
-        })?;
-
-        let n = active_namespaces(&self.hw, &id)?.len();
-
-        let (maj, min, ter) = r::version(self.hw.regs.vs());
-        let irq = match &self.irqs {
-            Some(irqs) => irq_type_name(irqs.kind()),
-            None => "polled",
-        };
-        let mdts_kib = id.max_transfer_bytes(cap).map(|b| b / 1024);
-        dev_info!(
-            self.pdev.as_ref(),
-            "rnvme{}: model \"{}\" serial \"{}\" firmware \"{}\" NVMe {}.{}.{} namespaces {} mdts {} irq {}\n",
-            self.instance.id(),
-            id.model,
-            id.serial,
-            id.firmware,
-            maj,
-            min,
-            ter,
-            n,
-            MdtsDisplay(mdts_kib),
-            irq
-        );
-        self.hw.set_abort_limit(id.acl);
-        self.hw.set_shutdown_timeout(&id);
-        self.hw.configure_host_options(&id);
-        if id.lpa & LPA_CMD_EFFECTS != 0 {
-            self.effects = self.read_effects();
-        }
-        // As the C driver: asked of every controller of NVMe 1.1 or later, and refused by
-        // those that predate it (then only MDTS limits Write Zeroes and Dataset Management).
-        if (maj, min) >= (1, 1) {
-            self.nvm = self
-                .hw
-                .try_admin_read(Command::identify(cns::CS_CONTROLLER, 0, 0))
-                .ok()
-                .and_then(|data| IdentifyControllerNvm::parse(&data).ok());
-        }
-        self.id = Some(id);
-        Ok(())
-    }
-
-    /// The Commands Supported and Effects log's admin half; `None` (the mandatory effects
-    /// only) if it cannot be read.
-    fn read_effects(&self) -> Option<KBox<AdminEffects>> {
-        let dwords = (LOG_CMD_EFFECTS_SIZE / 4) as u32;
-        let data = self
-            .hw
-            .admin_read(
-                Command::get_log_page(LOG_CMD_EFFECTS, 0xffff_ffff, dwords, 0, 0),
-                "Get Log Page (Commands Supported and Effects)",
-            )
-            .ok()?;
-        KBox::new(AdminEffects::parse(&data)?, GFP_KERNEL).ok()
-    }
 }
 
 impl<'b> Shared<'b> {
+    /// Identifies the controller (step 5), sets up its queues (6 to 10) and the tag set over
+    /// them (11).
+    fn new<'a>(
+        hw: &'a Arc<Hw<'b>>,
+        faults: &'a Arc<Faults>,
+        link: &'a Arc<CtrlLink>,
+    ) -> impl PinInit<Self, Error> + use<'a, 'b> {
+        try_pin_init!(Self {
+            hw: hw.clone(),
+            id: identify(hw)?,
+            effects: (id.lpa & LPA_CMD_EFFECTS != 0)
+                .then(|| read_effects(hw))
+                .flatten(),
+            nvm: read_nvm(hw),
+            _: { params::inject(hw.dev(), 5)? },
+            queues: Queues::new(hw, id, faults)?,
+            _: { log_identity(hw, id, queues)? },
+            disks <- new_mutex!(queues.tag_set()?),
+            link: link.clone(),
+        })
+    }
+
+    /// Removes the disks (waiting for their I/O), at unbind. A controller the PCI core
+    /// holds (unbound between a frozen link and its slot reset) has its queues quiesced
+    /// with requests parked: those fail first.
+    fn remove_disks(&self) {
+        if let Some(ts) = Option::as_mut(&mut *self.disks.lock()) {
+            if self.hw.is_held() {
+                reset::give_up(&ts.handle(), "removed while held");
+            }
+            ts.remove_disks();
+        }
+    }
+
     /// Resets the controller (keeping its disks), as an I/O timeout's second stage does.
     pub(crate) fn reset(&self, why: &str) -> Result {
         let disks = self.disks.lock();
@@ -564,49 +354,68 @@ impl<'b> Shared<'b> {
     }
 }
 
-impl Drop for Controller<'_> {
-    fn drop(&mut self) {
-        // No new opens, no new passthrough command and none waiting on the device; then no
-        // running or new ioctl, sysfs read or rescan.
-        self.chardev = None;
-        self.hw.admin.close();
-        self.link.revoke();
-        if let Some(ev) = &self.events {
-            ev.close();
-        }
-        // Disks next: their removal waits for I/O in flight, which needs the queues. A
-        // controller the PCI core holds (unbound between a frozen link and its slot reset)
-        // has them quiesced with requests parked: fail those first.
-        if let Some(sh) = &self.shared {
-            if self.hw.is_held() {
-                if let Some(ts) = sh.disks.lock().as_ref() {
-                    reset::give_up(&ts.handle(), "removed while held");
-                }
-            }
-        }
-        if let Some(ts) = self.tagset.as_mut() {
-            ts.remove_disks();
-        }
-        if let Some(sh) = &self.shared {
-            if let Some(ts) = Option::as_mut(&mut *sh.disks.lock()) {
-                ts.remove_disks();
-            }
-        }
-        self.delete_io_queues();
-        self.hw.shutdown();
-        self.hw.admin.unpark();
-        // Handlers go before the queues they reap (field order does the rest).
-        self.irqs = None;
-        self.tagset = None;
-        if let Some(sh) = &self.shared {
-            *sh.disks.lock() = None;
-        }
-        dev_info!(
-            self.pdev.as_ref(),
-            "rnvme{}: shut down\n",
-            self.instance.id()
-        );
+/// Identify Controller, and the settings that follow from it.
+fn identify(hw: &Hw<'_>) -> Result<IdentifyController> {
+    let data = hw.admin_read(
+        Command::identify(cns::CONTROLLER, 0, 0),
+        "Identify Controller",
+    )?;
+    let id = IdentifyController::parse(&data).map_err(|e| {
+        dev_err!(hw.dev(), "bad Identify Controller data: {e}\n");
+        EINVAL
+    })?;
+    hw.set_abort_limit(id.acl);
+    hw.set_shutdown_timeout(&id);
+    hw.configure_host_options(&id);
+    Ok(id)
+}
+
+/// The Commands Supported and Effects log's admin half; `None` (the mandatory effects only)
+/// if it cannot be read.
+fn read_effects(hw: &Hw<'_>) -> Option<KBox<AdminEffects>> {
+    let dwords = (LOG_CMD_EFFECTS_SIZE / 4) as u32;
+    let data = hw
+        .admin_read(
+            Command::get_log_page(LOG_CMD_EFFECTS, 0xffff_ffff, dwords, 0, 0),
+            "Get Log Page (Commands Supported and Effects)",
+        )
+        .ok()?;
+    KBox::new(AdminEffects::parse(&data)?, GFP_KERNEL).ok()
+}
+
+/// The NVM command set's Identify Controller data. As the C driver: asked of every
+/// controller of NVMe 1.1 or later, and refused by those that predate it (then only MDTS
+/// limits Write Zeroes and Dataset Management).
+fn read_nvm(hw: &Hw<'_>) -> Option<IdentifyControllerNvm> {
+    let (maj, min, _) = r::version(hw.regs.vs());
+    if (maj, min) < (1, 1) {
+        return None;
     }
+    hw.try_admin_read(Command::identify(cns::CS_CONTROLLER, 0, 0))
+        .ok()
+        .and_then(|data| IdentifyControllerNvm::parse(&data).ok())
+}
+
+/// One line per controller: what it is, how many namespaces, how its queues complete.
+fn log_identity(hw: &Hw<'_>, id: &IdentifyController, queues: &Queues<'_>) -> Result {
+    let n = active_namespaces(hw, id)?.len();
+    let (maj, min, ter) = r::version(hw.regs.vs());
+    let mdts_kib = id.max_transfer_bytes(hw.cap).map(|b| b / 1024);
+    dev_info!(
+        hw.dev(),
+        "rnvme{}: model \"{}\" serial \"{}\" firmware \"{}\" NVMe {}.{}.{} namespaces {} mdts {} irq {}\n",
+        hw.instance,
+        id.model,
+        id.serial,
+        id.firmware,
+        maj,
+        min,
+        ter,
+        n,
+        MdtsDisplay(mdts_kib),
+        queues.irq_name()
+    );
+    Ok(())
 }
 
 /// MDTS for the log: "none" or a size in KiB.

@@ -34,7 +34,11 @@ impl pci::Driver for RnvmeDriver {
         _info: Option<&'bound Self::IdInfo>,
     ) -> impl PinInit<Self::Data<'bound>, Error> + 'bound {
         crate::kernel_ext::pci_driver::attach::<Self>(pdev);
-        Controller::probe(pdev)
+        Controller::new(pdev)
+    }
+
+    fn unbind<'bound>(_pdev: &'bound pci::Device<Core<'_>>, ctrl: Pin<&Controller<'bound>>) {
+        ctrl.unbind();
     }
 }
 

@@ -81,6 +81,9 @@ pub(crate) struct Hw<'b> {
     resets: Atomic<u32>,
     /// Asynchronous Event Configuration to set after every enable (0: none).
     aen_config: Atomic<u32>,
+    /// CC.EN may be set: from [`Self::enable`] until a [`Self::disable`] was tried (a
+    /// controller that did not stop has lost bus mastering).
+    running: Atomic<bool>,
     /// Serializes resets. It guards a procedure on the device (registers, rings, queue
     /// creation), not data in memory: the state above is read without it, on the I/O path
     /// and by timeouts.
@@ -110,6 +113,7 @@ impl<'b> Hw<'b> {
                 held: Atomic::new(false),
                 resets: Atomic::new(0),
                 aen_config: Atomic::new(0),
+                running: Atomic::new(false),
                 reset_lock <- new_mutex!(()),
             }),
             GFP_KERNEL,
@@ -175,6 +179,7 @@ impl<'b> Hw<'b> {
     /// like a stopped controller) did not stop. One that did not stop loses bus mastering,
     /// so it cannot write into memory the caller then frees.
     pub(crate) fn disable(&self) -> Result {
+        self.running.store(false, Relaxed);
         let stopped = disable(self.dev(), &self.regs, self.cap).and_then(|()| {
             if self.memory_decode() {
                 Ok(())
@@ -211,6 +216,7 @@ impl<'b> Hw<'b> {
         } else {
             cc::CSS_CSI
         };
+        self.running.store(true, Relaxed);
         self.regs.set_cc(r::cc_enable(PAGE_SHIFT as u32, css));
         self.wait_csts(csts::RDY, csts::RDY, self.cap.timeout_ms())
     }
@@ -220,6 +226,7 @@ impl<'b> Hw<'b> {
         let regs = &self.regs;
         let s = regs.csts();
         if r::device_gone(s) {
+            self.running.store(false, Relaxed);
             return;
         }
         let c = regs.cc();
@@ -234,6 +241,14 @@ impl<'b> Hw<'b> {
             }
         }
         let _ = self.disable();
+    }
+
+    /// Shuts the controller down unless it is stopped already (by unbind, a suspend, a
+    /// reset that failed): what a teardown does whatever ran before it.
+    pub(crate) fn stop(&self) {
+        if self.running.load(Relaxed) {
+            self.shutdown();
+        }
     }
 
     /// Runs an admin command without data; logs failures.
@@ -443,4 +458,25 @@ pub(crate) fn disable(dev: &Device<Bound>, regs: &Regs<'_>, cap: Cap) -> Result 
     }
     // With EN already clear but RDY still set, the controller is finishing a reset.
     wait_csts(dev, regs, csts::RDY, 0, cap.timeout_ms())
+}
+
+/// The controller enabled at probe: stopped when this is dropped, unless it was already
+/// (see [`Hw::stop`]). After a failed probe this is what stops it before the admin queue's
+/// memory goes.
+pub(crate) struct Enabled<'b>(Arc<Hw<'b>>);
+
+impl<'b> Enabled<'b> {
+    /// Programs the admin queue and enables the controller; disables it again if it does
+    /// not become ready.
+    pub(crate) fn new(hw: &Arc<Hw<'b>>) -> Result<Self> {
+        let this = Enabled(hw.clone());
+        hw.enable()?;
+        Ok(this)
+    }
+}
+
+impl Drop for Enabled<'_> {
+    fn drop(&mut self) {
+        self.0.stop();
+    }
 }

@@ -97,8 +97,11 @@ fn show_attr(s: &Shared<'_>, index: usize, out: &mut SysfsBuf<'_>) -> core::fmt:
             }
         ),
         // As the C driver: I/O queues plus the admin queue.
-        Some(b"queue_count") => writeln!(out, "{}", s.io_queues + s.poll_queues + 1),
-        Some(b"poll_queues") => writeln!(out, "{}", s.poll_queues),
+        Some(b"queue_count") => {
+            let (io, poll) = s.queues.counts();
+            writeln!(out, "{}", io + poll + 1)
+        }
+        Some(b"poll_queues") => writeln!(out, "{}", s.queues.counts().1),
         Some(b"cntlid") => writeln!(out, "{}", id.cntlid),
         Some(b"resets") => writeln!(out, "{}", s.hw.resets()),
         _ => Err(core::fmt::Error),

@@ -71,11 +71,7 @@ impl Controller<'_> {
     /// a normal shutdown, as C's simple suspend. Requests wait (holding no tag) until
     /// [`Self::resume`].
     pub(crate) fn suspend(&self) -> Result {
-        let Some(sh) = &self.shared else {
-            self.hw.shutdown();
-            return Ok(());
-        };
-        let mut disks = sh.disks.lock();
+        let mut disks = self.shared.disks.lock();
         match Option::as_mut(&mut *disks) {
             Some(ts) => {
                 ts.freeze_disks_non_owner();
@@ -90,24 +86,18 @@ impl Controller<'_> {
     /// rescan of the namespaces, and the waiting requests go on. A controller that does not
     /// come back is dead (its disks are marked dead); the system resumes anyway.
     pub(crate) fn resume(&self) -> Result {
-        let back = match &self.shared {
-            Some(sh) => {
-                let mut disks = sh.disks.lock();
-                match Option::as_mut(&mut *disks) {
-                    Some(ts) => {
-                        let back = reset::release(&ts.handle(), "resume");
-                        ts.unfreeze_disks_non_owner();
-                        back
-                    }
-                    None => reset::restart_admin(&self.hw),
-                }
+        let mut disks = self.shared.disks.lock();
+        let back = match Option::as_mut(&mut *disks) {
+            Some(ts) => {
+                let back = reset::release(&ts.handle(), "resume");
+                ts.unfreeze_disks_non_owner();
+                back
             }
             None => reset::restart_admin(&self.hw),
         };
+        drop(disks);
         if back.is_ok() {
-            if let Some(ev) = &self.events {
-                ev.rescan_needed();
-            }
+            self.events.rescan_needed();
         }
         Ok(())
     }
@@ -191,11 +181,6 @@ impl Controller<'_> {
 
     /// Runs `f` on the tag set, if the controller has I/O queues; `None` if it has none.
     pub(crate) fn with_tagset<R>(&self, f: impl FnOnce(&TagSetRef<'_, NvmeBlk>) -> R) -> Option<R> {
-        let disks = self.shared.as_ref().map(|sh| sh.disks.lock());
-        let ts = match &disks {
-            Some(d) => d.as_ref(),
-            None => self.tagset.as_ref(),
-        };
-        ts.map(|ts| f(&ts.handle()))
+        self.shared.disks.lock().as_ref().map(|ts| f(&ts.handle()))
     }
 }

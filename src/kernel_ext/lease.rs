@@ -16,7 +16,7 @@ use kernel::{
     prelude::*,
     sync::{
         atomic::{Acquire, Atomic, Release},
-        Srcu,
+        Arc, Srcu,
     },
     types::ForLt,
 };
@@ -86,5 +86,33 @@ impl<F: ForLt> Lease<F> {
     pub(crate) fn revoke(&self) {
         self.ptr.store(null_mut(), Release);
         self.srcu.synchronize();
+    }
+}
+
+/// A [`Lease`] granted until this is dropped (or revoked earlier). Upstream candidate, with
+/// [`Lease`].
+pub(crate) struct Grant<F: ForLt>(Arc<Lease<F>>);
+
+impl<F: ForLt> Grant<F> {
+    /// Lends `data` through `lease` until the grant is dropped.
+    ///
+    /// # Safety
+    ///
+    /// `data` must stay valid (not moved, not dropped) until the returned grant is dropped.
+    pub(crate) unsafe fn new<'a>(lease: &Arc<Lease<F>>, data: &F::Of<'a>) -> Self {
+        // SAFETY: the caller keeps `data` valid until the grant is dropped, which revokes.
+        unsafe { lease.grant(data) };
+        Self(lease.clone())
+    }
+
+    /// Revokes the lease now: see [`Lease::revoke`].
+    pub(crate) fn revoke(&self) {
+        self.0.revoke();
+    }
+}
+
+impl<F: ForLt> Drop for Grant<F> {
+    fn drop(&mut self) {
+        self.0.revoke();
     }
 }

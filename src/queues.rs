@@ -1,0 +1,242 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! A controller's I/O queues and the interrupt vectors they complete on: how many (Set
+//! Features, Number of Queues, and the vectors the platform gives), created on the device
+//! once, and the blk-mq tag set over them.
+//!
+//! The admin queue completes by polling until the vectors are allocated, once the controller
+//! said how many queues it grants: one vector for the admin queue plus one per I/O queue,
+//! spread over the CPUs (MSI-X first, then MSI, then INTx with one vector for every queue,
+//! then no interrupt and no I/O queue).
+
+use crate::{
+    blk::{IoQueues, IoSet, NvmeBlk},
+    fault::Faults,
+    hw::Hw,
+    ioq::{self, IoQueue, QueueIrq},
+    kernel_ext::{
+        block::mq::TagSet,
+        irq::{irq_type_name, IrqSet},
+    },
+    params,
+    queue::ShadowDoorbells,
+    spec::{command::Command, identify::IdentifyController},
+    stats::DebugDir,
+};
+use kernel::{pci::IrqType, prelude::*, str::CString, sync::Arc, time::msecs_to_jiffies};
+
+/// The queues and vectors of a controller. Dropping it stops the controller (unless unbind
+/// already did), then frees the interrupt handlers, then the queues' memory: the device is
+/// never left able to write into memory that is gone, also when a probe fails half way.
+///
+/// # Invariants
+///
+/// Every queue of `created` was created on the device, in qid order from 1.
+pub(crate) struct Queues<'b> {
+    hw: Arc<Hw<'b>>,
+    /// `None`: the platform gave no interrupt; the admin queue polls and there is no I/O
+    /// queue. Declared before `created`: handlers go before the queues they reap.
+    irqs: Option<IrqSet<'b, QueueIrq<'b>>>,
+    created: IoQueues<'b>,
+    shadow: Option<Arc<ShadowDoorbells>>,
+    /// Queues with interrupts (ids 1..=nr_io), then polled ones.
+    nr_io: u16,
+    nr_poll: u16,
+    depth: u16,
+}
+
+impl<'b> Queues<'b> {
+    /// Asks for one I/O queue pair per CPU (and the polled ones the parameters ask for),
+    /// allocates the vectors, registers the admin queue's handler and creates the I/O queues
+    /// on the device.
+    ///
+    /// Falls back to fewer queues when the controller grants fewer or fewer vectors are
+    /// available, and to one vector shared by every queue (MSI or INTx).
+    pub(crate) fn new(
+        hw: &Arc<Hw<'b>>,
+        id: &IdentifyController,
+        faults: &Arc<Faults>,
+    ) -> Result<Self> {
+        let (pdev, inst) = (hw.pdev, hw.instance);
+        let cpus = kernel::cpu::nr_cpu_ids();
+        let want = match params::io_queues() {
+            0 => cpus,
+            n => n.min(cpus),
+        }
+        .clamp(1, 65534) as u16;
+        let want_poll = params::poll_queues().min(cpus).min(65534 - u32::from(want)) as u16;
+        let granted_all = u32::from(hw.set_num_queues(want + want_poll)?);
+        // Polled queues get what they ask for as long as one queue with interrupts
+        // remains (as the C driver); the rest have interrupts.
+        let granted = granted_all
+            .saturating_sub(u32::from(want_poll))
+            .clamp(1, u32::from(want));
+        params::inject(pdev.as_ref(), 6)?;
+
+        let irqs = IrqSet::alloc(pdev, 1, granted + 1, Some(1))
+            .or_else(|_| IrqSet::alloc(pdev, 1, 1, None))
+            .ok();
+        let mut this = Queues {
+            hw: hw.clone(),
+            irqs,
+            created: KVec::new(),
+            shadow: None,
+            nr_io: 0,
+            nr_poll: 0,
+            depth: 0,
+        };
+        params::inject(pdev.as_ref(), 7)?;
+        let Some(irqs) = this.irqs.as_mut() else {
+            dev_warn!(
+                pdev.as_ref(),
+                "no interrupts available: not creating I/O queues\n"
+            );
+            return Ok(this);
+        };
+        let name = CString::try_from_fmt(fmt!("rnvme{inst}q0"))?;
+        irqs.request(0, name, QueueIrq::Admin(hw.admin.clone()))?;
+        hw.admin.set_polled(false);
+        params::inject(pdev.as_ref(), 8)?;
+
+        let nvec = irqs.len();
+        let nr_io = if nvec > 1 { granted.min(nvec - 1) } else { 1 } as u16;
+        let nr_poll = granted_all
+            .saturating_sub(u32::from(nr_io))
+            .min(u32::from(want_poll)) as u16;
+        // CAP.MQES >= 2 was checked at probe.
+        this.depth = params::io_queue_depth().clamp(2, hw.cap.mqes().min(ioq::MAX_DEPTH)) as u16;
+        if id.supports_doorbell_buffer() {
+            this.shadow = Some(ShadowDoorbells::new(
+                pdev.as_ref(),
+                nr_io + nr_poll,
+                hw.regs.stride(),
+            )?);
+        }
+        this.created
+            .reserve(usize::from(nr_io + nr_poll), GFP_KERNEL)?;
+        for qid in 1..=nr_io {
+            let vector = if nvec > 1 { qid } else { 0 };
+            this.create(qid, Some(vector), faults)?;
+            params::inject(pdev.as_ref(), if qid == 1 { 9 } else { 10 })?;
+        }
+        for qid in nr_io + 1..=nr_io + nr_poll {
+            this.create(qid, None, faults)?;
+        }
+        if let Some(s) = &this.shadow {
+            hw.enable_shadow(s, &this.created);
+        }
+        (this.nr_io, this.nr_poll) = (nr_io, nr_poll);
+        dev_info!(
+            pdev.as_ref(),
+            "rnvme{}: {} I/O queues of depth {} on {} {} vector(s), {} polled\n",
+            inst,
+            nr_io,
+            this.depth,
+            nvec,
+            this.irq_name(),
+            nr_poll
+        );
+        Ok(this)
+    }
+
+    /// Creates I/O queue pair `qid` on the device, completing on `vector` (`None`: polled,
+    /// no interrupt).
+    fn create(&mut self, qid: u16, vector: Option<u16>, faults: &Arc<Faults>) -> Result {
+        let hw = &self.hw;
+        let q = IoQueue::new(
+            hw.pdev,
+            hw.regs.clone(),
+            qid,
+            self.depth,
+            vector,
+            self.shadow.clone(),
+            faults.clone(),
+        )?;
+        hw.create_io_queue(&q)?;
+        // INVARIANT: created on the device just above, after qids 1..qid (capacity was
+        // reserved in `new`).
+        self.created
+            .push_within_capacity(q.clone())
+            .map_err(|_| ENOMEM)?;
+        if let (Some(vector), Some(irqs)) = (vector, self.irqs.as_mut()) {
+            let name = CString::try_from_fmt(fmt!("rnvme{}q{}", hw.instance, qid))?;
+            irqs.request(u32::from(vector), name, QueueIrq::Io(q))?;
+        }
+        Ok(())
+    }
+
+    /// The blk-mq tag set over the I/O queues; `None` without I/O queues.
+    pub(crate) fn tag_set(&self) -> Result<Option<TagSet<'b, NvmeBlk>>> {
+        let Some(irqs) = self.irqs.as_ref() else {
+            return Ok(None);
+        };
+        let mut queues = IoQueues::with_capacity(self.created.len(), GFP_KERNEL)?;
+        for q in self.created.iter() {
+            queues.push(q.clone(), GFP_KERNEL)?;
+        }
+        let irq_map = match irqs.kind() {
+            IrqType::MsiX | IrqType::Msi if irqs.len() > 1 => Some((self.hw.dev(), 1)),
+            _ => None,
+        };
+        let timeout = msecs_to_jiffies(params::io_timeout_ms()) as u32;
+        let set = IoSet {
+            hw: self.hw.clone(),
+            queues,
+            shadow: self.shadow.clone(),
+        };
+        // One slot of each queue stays empty: a full ring would look empty to the device.
+        let ts = TagSet::new(
+            u32::from(self.nr_io),
+            u32::from(self.nr_poll),
+            u32::from(self.depth) - 1,
+            timeout,
+            irq_map,
+            set,
+        )?;
+        params::inject(self.hw.dev(), 11)?;
+        Ok(Some(ts))
+    }
+
+    /// Deletes the I/O queues on the device (submission queue before its completion queue,
+    /// as the spec requires), as the last step before a normal shutdown.
+    pub(crate) fn delete_on_device(&self) {
+        let timeout = params::admin_timeout_ms().min(5000);
+        for q in self.created.iter().rev() {
+            let qid = q.queue.qid();
+            let sq = self.hw.admin.execute(Command::delete_io_sq(qid), timeout);
+            let cq = self.hw.admin.execute(Command::delete_io_cq(qid), timeout);
+            if sq.is_err() || cq.is_err() {
+                // The controller is not answering: shutdown and disable follow anyway.
+                break;
+            }
+        }
+    }
+
+    /// Adds a debugfs file for each I/O queue.
+    pub(crate) fn add_debugfs(&self, dir: &mut DebugDir) -> Result {
+        for q in self.created.iter() {
+            dir.add_queue(q.queue.qid(), q.queue.stats.clone())?;
+        }
+        Ok(())
+    }
+
+    /// I/O queues with interrupts, and polled ones.
+    pub(crate) fn counts(&self) -> (u16, u16) {
+        (self.nr_io, self.nr_poll)
+    }
+
+    /// How the queues complete: the interrupt mechanism, or "polled".
+    pub(crate) fn irq_name(&self) -> &'static str {
+        self.irqs
+            .as_ref()
+            .map_or("polled", |i| irq_type_name(i.kind()))
+    }
+}
+
+impl Drop for Queues<'_> {
+    fn drop(&mut self) {
+        // After unbind the controller is stopped already; after a failed probe it is stopped
+        // here. The fields follow.
+        self.hw.stop();
+    }
+}
