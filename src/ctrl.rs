@@ -17,10 +17,12 @@ use crate::{
     fault::Faults,
     hw::{self, Enabled, Hw},
     ioctl::{CtrlChar, CtrlLink},
+    ioq::QueueIrq,
     kernel_ext::{
         block::mq::TagSet,
         chardev::CharDev,
         dma as kdma,
+        irq::{irq_type_name, IrqSet},
         lease::{Grant, Lease},
         pci_save_state,
     },
@@ -45,6 +47,7 @@ use kernel::{
     page::PAGE_SHIFT,
     pci,
     prelude::*,
+    str::CString,
     sync::{
         atomic::{Atomic, Full, Relaxed},
         Arc, Mutex,
@@ -89,15 +92,18 @@ impl Drop for Instance {
 /// A controller's state that user space reaches (ioctls, sysfs) through its [`CtrlLink`]:
 /// the disks (added and removed by rescans), the queues, the identify data, the hardware.
 ///
-/// Fields are dropped in declaration order, the reverse of construction ([`Shared::new`]):
-/// the disks go while the queues and their interrupts still serve them, then the queues stop
-/// the controller before their memory goes.
+/// Its disks are removed (by [`Controller::unbind`], or a probe whose scan failed) before it
+/// is dropped: removal waits for their I/O, which needs the queues. The fields are then
+/// dropped in declaration order: the queues stop the controller and free their interrupt
+/// handlers, which look requests up in the tag set, before the tag set goes. (The tag set is
+/// built last in [`Shared::new`], after which nothing fails, so a failed construction never
+/// drops it before the queues.)
 #[pin_data]
 pub(crate) struct Shared<'b> {
+    pub(crate) queues: Queues<'b>,
     /// The tag set and its disks (`None`: no I/O queues).
     #[pin]
     pub(crate) disks: Mutex<Option<TagSet<'b, NvmeBlk>>>,
-    pub(crate) queues: Queues<'b>,
     pub(crate) hw: Arc<Hw<'b>>,
     pub(crate) id: IdentifyController,
     /// The admin half of the Commands Supported and Effects log, if the controller has it.
@@ -128,6 +134,9 @@ pub(crate) struct Controller<'b> {
     #[pin]
     pub(crate) shared: Shared<'b>,
     enabled: Enabled<'b>,
+    /// The admin queue's interrupt until `shared`'s queues take it over (`None` then, or
+    /// if the platform gives no interrupt: the admin queue polls).
+    admin_irq: Option<IrqSet<'b, QueueIrq<'b>>>,
     pub(crate) hw: Arc<Hw<'b>>,
     link: Arc<CtrlLink>,
     /// Faults tests inject, through debugfs.
@@ -151,11 +160,12 @@ impl<'b> Controller<'b> {
             // Steps 1 (BAR mapped) and 2 (admin queue allocated).
             hw: Self::map(bdev, faults, instance.id())?,
             link: Arc::pin_init(Lease::new(), GFP_KERNEL)?,
-            _: { params::inject(bdev.as_ref(), 3)? },
+            // Steps 3 (vector allocated) and 4 (handler registered).
+            admin_irq: Self::admin_irq(hw)?,
             enabled: Enabled::new(hw)?,
-            _: { params::inject(bdev.as_ref(), 4)? },
-            // Steps 5 to 11.
-            shared <- Shared::new(hw, faults, link),
+            _: { params::inject(bdev.as_ref(), 5)? },
+            // Steps 6 to 11; the queues take the admin queue's vector over.
+            shared <- Shared::new(hw, faults, link, admin_irq.take()),
             _: { params::inject(bdev.as_ref(), 12)? },
             // SAFETY: `shared` is pinned and dropped after `grant` (declaration order, and
             // the reverse of this order if the probe fails).
@@ -174,8 +184,10 @@ impl<'b> Controller<'b> {
                     .and_then(|()| params::inject(bdev.as_ref(), 13));
                 if scanned.is_err() {
                     // User space may reach the controller already: as unbind, stop its
-                    // passthrough commands before the grant's revocation waits for them.
+                    // passthrough commands before the grant's revocation waits for them,
+                    // and remove the disks while the queues serve them.
                     hw.admin.close();
+                    shared.remove_disks();
                 }
                 scanned?;
                 // For the slot reset of PCI error recovery, which loses it (C's
@@ -207,8 +219,7 @@ impl<'b> Controller<'b> {
     }
 
     /// Maps the registers, checks CAP, stops whatever ran the controller before us (firmware,
-    /// a previous driver) and allocates the admin queue, which polls until the queues'
-    /// vectors exist.
+    /// a previous driver) and allocates the admin queue (polled until it has a vector).
     fn map(
         pdev: &'b pci::Device<Bound>,
         faults: &Arc<Faults>,
@@ -224,6 +235,23 @@ impl<'b> Controller<'b> {
         params::inject(pdev.as_ref(), 2)?;
         let admin = AdminQueue::new(pdev, aq, true, faults.clone())?;
         Hw::new(pdev, regs, admin, cap, instance)
+    }
+
+    /// One vector for the admin queue, and its handler, before the controller is enabled
+    /// (as C's `nvme_pci_enable`: the device sees the vector its admin completion queue
+    /// signals from the start). MSI-X first, then MSI, then INTx; `None` (polling) if the
+    /// platform gives no interrupt at all.
+    fn admin_irq(hw: &Hw<'b>) -> Result<Option<IrqSet<'b, QueueIrq<'b>>>> {
+        let irqs = IrqSet::alloc(hw.pdev, 1, 1, None).ok();
+        params::inject(hw.dev(), 3)?;
+        let Some(mut irqs) = irqs else {
+            return Ok(None);
+        };
+        let name = CString::try_from_fmt(fmt!("rnvme{}q0", hw.instance))?;
+        irqs.request(0, name, QueueIrq::Admin(hw.admin.clone()))?;
+        hw.admin.set_polled(false);
+        params::inject(hw.dev(), 4)?;
+        Ok(Some(irqs))
     }
 
     /// The debugfs directory: one file per queue, and the fault knobs.
@@ -293,31 +321,31 @@ impl<'b> Controller<'b> {
 }
 
 impl<'b> Shared<'b> {
-    /// Identifies the controller (step 5), sets up its queues (6 to 10) and the tag set over
-    /// them (11).
+    /// Identifies the controller (step 6), sets up its queues (7 to 10, taking the admin
+    /// queue's interrupt `irq` over) and the tag set over them (11).
     fn new<'a>(
         hw: &'a Arc<Hw<'b>>,
         faults: &'a Arc<Faults>,
         link: &'a Arc<CtrlLink>,
+        irq: Option<IrqSet<'b, QueueIrq<'b>>>,
     ) -> impl PinInit<Self, Error> + use<'a, 'b> {
         try_pin_init!(Self {
             hw: hw.clone(),
-            id: identify(hw)?,
+            id: identify(hw, &irq)?,
             effects: (id.lpa & LPA_CMD_EFFECTS != 0)
                 .then(|| read_effects(hw))
                 .flatten(),
             nvm: read_nvm(hw),
-            _: { params::inject(hw.dev(), 5)? },
-            queues: Queues::new(hw, id, faults)?,
-            _: { log_identity(hw, id, queues)? },
+            _: { params::inject(hw.dev(), 6)? },
+            queues: Queues::new(hw, id, faults, irq)?,
             disks <- new_mutex!(queues.tag_set()?),
             link: link.clone(),
         })
     }
 
-    /// Removes the disks (waiting for their I/O), at unbind. A controller the PCI core
-    /// holds (unbound between a frozen link and its slot reset) has its queues quiesced
-    /// with requests parked: those fail first.
+    /// Removes the disks (waiting for their I/O), at unbind or after a failed scan. A
+    /// controller the PCI core holds (unbound between a frozen link and its slot reset) has
+    /// its queues quiesced with requests parked: those fail first.
     fn remove_disks(&self) {
         if let Some(ts) = Option::as_mut(&mut *self.disks.lock()) {
             if self.hw.is_held() {
@@ -354,8 +382,8 @@ impl<'b> Shared<'b> {
     }
 }
 
-/// Identify Controller, and the settings that follow from it.
-fn identify(hw: &Hw<'_>) -> Result<IdentifyController> {
+/// Identify Controller, and the settings that follow from it; logs one line per controller.
+fn identify(hw: &Hw<'_>, irq: &Option<IrqSet<'_, QueueIrq<'_>>>) -> Result<IdentifyController> {
     let data = hw.admin_read(
         Command::identify(cns::CONTROLLER, 0, 0),
         "Identify Controller",
@@ -364,6 +392,23 @@ fn identify(hw: &Hw<'_>) -> Result<IdentifyController> {
         dev_err!(hw.dev(), "bad Identify Controller data: {e}\n");
         EINVAL
     })?;
+    let n = active_namespaces(hw, &id)?.len();
+    let (maj, min, ter) = r::version(hw.regs.vs());
+    let mdts_kib = id.max_transfer_bytes(hw.cap).map(|b| b / 1024);
+    dev_info!(
+        hw.dev(),
+        "rnvme{}: model \"{}\" serial \"{}\" firmware \"{}\" NVMe {}.{}.{} namespaces {} mdts {} irq {}\n",
+        hw.instance,
+        id.model,
+        id.serial,
+        id.firmware,
+        maj,
+        min,
+        ter,
+        n,
+        MdtsDisplay(mdts_kib),
+        irq.as_ref().map_or("polled", |i| irq_type_name(i.kind()))
+    );
     hw.set_abort_limit(id.acl);
     hw.set_shutdown_timeout(&id);
     hw.configure_host_options(&id);
@@ -394,28 +439,6 @@ fn read_nvm(hw: &Hw<'_>) -> Option<IdentifyControllerNvm> {
     hw.try_admin_read(Command::identify(cns::CS_CONTROLLER, 0, 0))
         .ok()
         .and_then(|data| IdentifyControllerNvm::parse(&data).ok())
-}
-
-/// One line per controller: what it is, how many namespaces, how its queues complete.
-fn log_identity(hw: &Hw<'_>, id: &IdentifyController, queues: &Queues<'_>) -> Result {
-    let n = active_namespaces(hw, id)?.len();
-    let (maj, min, ter) = r::version(hw.regs.vs());
-    let mdts_kib = id.max_transfer_bytes(hw.cap).map(|b| b / 1024);
-    dev_info!(
-        hw.dev(),
-        "rnvme{}: model \"{}\" serial \"{}\" firmware \"{}\" NVMe {}.{}.{} namespaces {} mdts {} irq {}\n",
-        hw.instance,
-        id.model,
-        id.serial,
-        id.firmware,
-        maj,
-        min,
-        ter,
-        n,
-        MdtsDisplay(mdts_kib),
-        queues.irq_name()
-    );
-    Ok(())
 }
 
 /// MDTS for the log: "none" or a size in KiB.

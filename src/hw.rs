@@ -277,7 +277,7 @@ impl<'b> Hw<'b> {
         }
         self.set_state(State::Resetting);
         self.admin.cancel();
-        // Without the work (still probing), the probe fails with the command.
+        // Without the work (a probe before it started it), the probe fails with the command.
         if let Some(work) = self.admin.events() {
             work.reset_needed();
         }

@@ -4,10 +4,10 @@
 //! Features, Number of Queues, and the vectors the platform gives), created on the device
 //! once, and the blk-mq tag set over them.
 //!
-//! The admin queue completes by polling until the vectors are allocated, once the controller
-//! said how many queues it grants: one vector for the admin queue plus one per I/O queue,
-//! spread over the CPUs (MSI-X first, then MSI, then INTx with one vector for every queue,
-//! then no interrupt and no I/O queue).
+//! The admin queue's single vector (allocated before the controller was enabled) is given up
+//! once the controller said how many queues it grants, and the vectors are allocated again:
+//! one for the admin queue plus one per I/O queue, spread over the CPUs (MSI-X first, then
+//! MSI, then INTx with one vector for every queue, then no interrupt and no I/O queue).
 
 use crate::{
     blk::{IoQueues, IoSet, NvmeBlk},
@@ -56,6 +56,7 @@ impl<'b> Queues<'b> {
         hw: &Arc<Hw<'b>>,
         id: &IdentifyController,
         faults: &Arc<Faults>,
+        admin_irq: Option<IrqSet<'b, QueueIrq<'b>>>,
     ) -> Result<Self> {
         let (pdev, inst) = (hw.pdev, hw.instance);
         let cpus = kernel::cpu::nr_cpu_ids();
@@ -71,8 +72,11 @@ impl<'b> Queues<'b> {
         let granted = granted_all
             .saturating_sub(u32::from(want_poll))
             .clamp(1, u32::from(want));
-        params::inject(pdev.as_ref(), 6)?;
+        params::inject(pdev.as_ref(), 7)?;
 
+        // Vectors are allocated all at once: give up the admin queue's, poll meanwhile.
+        hw.admin.set_polled(true);
+        drop(admin_irq);
         let irqs = IrqSet::alloc(pdev, 1, granted + 1, Some(1))
             .or_else(|_| IrqSet::alloc(pdev, 1, 1, None))
             .ok();
@@ -85,12 +89,12 @@ impl<'b> Queues<'b> {
             nr_poll: 0,
             depth: 0,
         };
-        params::inject(pdev.as_ref(), 7)?;
         let Some(irqs) = this.irqs.as_mut() else {
             dev_warn!(
                 pdev.as_ref(),
                 "no interrupts available: not creating I/O queues\n"
             );
+            params::inject(pdev.as_ref(), 8)?;
             return Ok(this);
         };
         let name = CString::try_from_fmt(fmt!("rnvme{inst}q0"))?;

@@ -1,9 +1,8 @@
 # SPDX-License-Identifier: GPL-2.0
 # A probe that fails half way unwinds cleanly: with probe_fault_step=N the probe of every
-# controller fails at its Nth step (BAR mapped, admin queue allocated, controller state
-# built, enabled, identified, queue count set, vectors allocated, admin handler registered,
-# first and later I/O queues created, tag set created, shared state built, disks added, and
-# 14: a disk's device_add_disk fails). After each,
+# controller fails at its Nth step (BAR mapped, admin queue allocated, vectors allocated,
+# handler registered, controller enabled, identified, queue count set, vectors reallocated,
+# first and last I/O queue created, tag set created, queues done, disks added, and 14: a disk's device_add_disk fails). After each,
 # nothing may be left: no binding, IRQ, BAR or disk; kmemleak (in finish, on the debug
 # kernel) checks memory. Then a normal load binds everything and serves I/O.
 . /guest/lib.sh

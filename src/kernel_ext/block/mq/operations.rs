@@ -4,7 +4,7 @@
 //! `kernel::block::mq::operations`).
 
 use super::{
-    request::{rq_to_pdu, Owned, Pdu},
+    request::{rq_to_pdu, Owned, Pdu, CLAIM_CLOSED},
     tag_set::SetHeader,
     BlkStatus, Request, TagSetRef, Tags,
 };
@@ -12,7 +12,7 @@ use core::{
     ffi::{c_int, c_uint, c_void},
     marker::PhantomData,
     ptr::NonNull,
-    sync::atomic::{AtomicBool, AtomicU32, AtomicU64},
+    sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering::Relaxed},
 };
 use kernel::{bindings, prelude::*};
 
@@ -121,6 +121,8 @@ impl<T: Operations> OperationsVTable<T> {
     ) -> bindings::blk_status_t {
         // SAFETY: blk-mq passes a live hctx of our set and a request it hands to us.
         let (q, rq, last) = unsafe { (Self::queue(hctx), Request::from_raw((*bd).rq), (*bd).last) };
+        // Claimed in a previous dispatch (then ended or requeued): closed until started.
+        rq.pdu().claim.store(CLAIM_CLOSED, Relaxed);
         // blk-mq ends a request `queue_rq` failed: not one whose completion is claimed.
         rq.refuse(T::queue_rq(q, rq, last)) as bindings::blk_status_t
     }
@@ -230,7 +232,7 @@ impl<T: Operations> OperationsVTable<T> {
             (&raw mut (*pdu).single_len).write(AtomicU32::new(0));
             (&raw mut (*pdu).mapped).write(AtomicU32::new(0));
             // Closed until `Request::start`.
-            (&raw mut (*pdu).claimed).write(AtomicBool::new(true));
+            (&raw mut (*pdu).claim).write(AtomicU8::new(CLAIM_CLOSED));
             (&raw mut (*pdu).drv).write(T::new_rq());
             (&raw mut (*pdu).sg).write_bytes(0, 1);
         }

@@ -11,7 +11,7 @@ use core::{
     // ordering; core's atomics compile to plain loads and stores, where the LKMM ones go
     // through out-of-line C helpers (measured in the README's optimisation table).
     ops::Deref,
-    sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::Relaxed},
+    sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering::Relaxed},
 };
 use kernel::{bindings, types::Opaque};
 
@@ -21,6 +21,13 @@ const REQ_OP_MASK: u32 = (1 << bindings::REQ_OP_BITS) - 1;
 /// request is reused. (The `RQF_*` masks are `#define`s over an enum of bit numbers, which
 /// bindgen only sees as the bit numbers.)
 const RQF_DONTPREP: u32 = 1 << bindings::rqf_flags___RQF_DONTPREP;
+
+/// [`Pdu::claim`]: not started in this dispatch, nobody may claim the request.
+pub(super) const CLAIM_CLOSED: u8 = 0;
+/// [`Pdu::claim`]: started, its completion not claimed yet.
+const CLAIM_OPEN: u8 = 1;
+/// [`Pdu::claim`]: a [`Claimed`] was handed out.
+const CLAIM_TAKEN: u8 = 2;
 
 /// A request's operation. Upstream candidate.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -48,9 +55,9 @@ pub(super) struct Pdu<T: Operations> {
     pub(super) single_len: AtomicU32,
     /// Entries holding DMA segments after `dma_map_sg`.
     pub(super) mapped: AtomicU32,
-    /// The completion of the command in flight was claimed ([`Request::try_claim`]), or the
-    /// request is not started: nobody may claim it. Opened by [`Request::start`].
-    pub(super) claimed: AtomicBool,
+    /// Who may complete the request in this dispatch: [`CLAIM_CLOSED`] until
+    /// [`Request::start`] opens it, then [`CLAIM_TAKEN`] once [`Request::try_claim`] won it.
+    pub(super) claim: AtomicU8,
     pub(super) drv: T::Rq,
     pub(super) sg: Opaque<[bindings::scatterlist; MAX_SEGMENTS]>,
 }
@@ -177,7 +184,7 @@ impl<T: Operations> Request<T> {
     /// its completion to one [`Self::try_claim`]. Upstream: `Request::start_unchecked`.
     pub(crate) fn start(&self) {
         // Before the request is seen in flight (by a tag lookup or an iteration).
-        self.pdu().claimed.store(false, Relaxed);
+        self.pdu().claim.store(CLAIM_OPEN, Relaxed);
         // SAFETY: the request is owned by the driver (we are in `queue_rq`).
         unsafe { bindings::blk_mq_start_request(self.raw()) };
     }
@@ -187,7 +194,7 @@ impl<T: Operations> Request<T> {
     /// alone completes it, once: what upstream's reference count (2 -> 0 on completion)
     /// settles, in one atomic swap. Upstream candidate.
     pub(crate) fn try_claim(&self) -> Option<Claimed<'_, T>> {
-        if self.pdu().claimed.swap(true, Relaxed) {
+        if self.pdu().claim.swap(CLAIM_TAKEN, Relaxed) != CLAIM_OPEN {
             return None;
         }
         // INVARIANT: the swap above found the claim open: this is its only winner.
@@ -196,17 +203,17 @@ impl<T: Operations> Request<T> {
 
     /// After `queue_rq` returned `status` to blk-mq: the status blk-mq may end or requeue the
     /// request with, or `Ok` if it was started and its completion claimed meanwhile (its
-    /// claimer ends it). A failed request's claim stays closed until it is started again.
+    /// claimer ends it). The claim is closed again: blk-mq owns the request.
     pub(super) fn refuse(&self, status: BlkStatus) -> BlkStatus {
         if status == BlkStatus::Ok {
             return status;
         }
-        // SAFETY: `state` is updated atomically by blk-mq; reading it is always allowed.
-        let state = unsafe { core::ptr::read_volatile(&raw const (*self.raw()).state) };
-        if state == bindings::mq_rq_state_MQ_RQ_IDLE || !self.pdu().claimed.swap(true, Relaxed) {
-            return status;
+        let claim = &self.pdu().claim;
+        match claim.compare_exchange(CLAIM_OPEN, CLAIM_CLOSED, Relaxed, Relaxed) {
+            Err(CLAIM_TAKEN) => BlkStatus::Ok,
+            // Started and unclaimed, or never started in this dispatch.
+            _ => status,
         }
-        BlkStatus::Ok
     }
 
     /// Calls `f(first_sector, sectors)` for each bio: the ranges of a (merged) discard.
