@@ -14,7 +14,7 @@ use crate::{
     ioctl::{self, DiskLink},
     ioq::{IoQueue, LIST_ENTRIES},
     kernel_ext::block::mq::{
-        BlkStatus, Operations, Owned, ReqOp, Request, TagSetRef, Tags, Timeout,
+        BlkStatus, Dispatched, Operations, Owned, ReqOp, Request, TagSetRef, Tags, Timeout,
     },
     ns::Namespace,
     params,
@@ -152,7 +152,7 @@ impl Operations for NvmeBlk {
         }
     }
 
-    fn queue_rq(q: &IoQueue<'_>, rq: &Request<Self>, last: bool) -> BlkStatus {
+    fn queue_rq(q: &IoQueue<'_>, rq: Dispatched<'_, Self>, last: bool) -> BlkStatus {
         let ns = rq.disk();
         if q.is_dead() || ns.unusable() {
             return BlkStatus::IoErr;
@@ -161,7 +161,7 @@ impl Operations for NvmeBlk {
             rq.data().retries.store(0, Relaxed);
             rq.data().map_failed_at.store(0, Relaxed);
         }
-        let cmd = match build_command(q, ns, rq) {
+        let cmd = match build_command(q, ns, &rq) {
             Ok(c) => c,
             Err(s) => return s,
         };
@@ -219,7 +219,7 @@ impl Operations for NvmeBlk {
         n
     }
 
-    fn end_batched(rq: &Request<Self>) {
+    fn end_batched(rq: &Owned<'_, Self>) {
         rq.unmap_data(rq.disk().dma_dev());
     }
 
@@ -244,7 +244,7 @@ impl Operations for NvmeBlk {
 fn build_command(
     q: &IoQueue<'_>,
     ns: &Namespace<'_>,
-    rq: &Request<NvmeBlk>,
+    rq: &Dispatched<'_, NvmeBlk>,
 ) -> Result<Command, BlkStatus> {
     let nsid = ns.nsid();
     match rq.op() {
@@ -312,7 +312,7 @@ fn build_command(
 fn map_data(
     q: &IoQueue<'_>,
     ns: &Namespace<'_>,
-    rq: &Request<NvmeBlk>,
+    rq: &Dispatched<'_, NvmeBlk>,
     cmd: Command,
     prps_only: bool,
 ) -> Result<Command, BlkStatus> {

@@ -11,10 +11,13 @@
 //! - [`TagSet`] owns a `blk_mq_tag_set`, the driver's per-set data (which maps hardware
 //!   queue indexes to the driver's queues, `hctx->driver_data`), and the disks on it;
 //! - [`GenDisk`] owns a `gendisk` and its per-disk data (`queue->queuedata`);
-//! - [`Request`] reads a request's operation, position, length and flags; its completion
-//!   claim ([`Request::try_claim`]) gives the one `Claimed` token that may complete it, and
-//!   [`Operations::complete`] receives the [`Owned`] token that ends or requeues it; `dma_map` maps its data for DMA into a scatterlist kept in the request's
-//!   private data (no allocation per I/O); `completion` ends requests in batches;
+//! - [`Request`] reads a request's operation, position, length and flags. What only its
+//!   owner of the moment may do goes through a token: [`Operations::queue_rq`] receives a
+//!   [`Dispatched`] (prepare, map, start); the completion claim ([`Request::try_claim`])
+//!   gives the one `Claimed` that may complete it; [`Operations::complete`] receives the
+//!   [`Owned`] that unmaps and ends or requeues it. `dma_map` maps the data for DMA into a
+//!   scatterlist kept in the request's private data (no allocation per I/O); `completion`
+//!   ends requests in batches;
 //! - [`Tags`] looks a command identifier's tag up, refusing tags that are out of range or
 //!   belong to a request that is not in flight (a device must never make us touch a request
 //!   we did not send).
@@ -48,7 +51,7 @@ pub(crate) use completion::CompletionBatch;
 pub(crate) use dma_map::MAX_SEGMENTS;
 pub(crate) use gen_disk::{DiskRef, Limits, NewDisk};
 pub(crate) use operations::{Operations, Timeout};
-pub(crate) use request::{Owned, ReqOp, Request};
+pub(crate) use request::{Dispatched, Owned, ReqOp, Request};
 pub(crate) use tag_set::{TagSet, TagSetRef, Tags};
 
 /// `blk_status_t` values (include/linux/blk_types.h; `#define`s bindgen cannot see). Upstream

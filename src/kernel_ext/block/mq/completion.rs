@@ -92,7 +92,8 @@ impl<T: Operations> CompletionBatch<T> {
         unsafe {
             let mut r = (*iob).req_list.head;
             while !r.is_null() {
-                T::end_batched(Request::from_raw(r));
+                // The batch ends it below; the driver only borrows it.
+                T::end_batched(&Owned::new(Request::from_raw(r)));
                 r = (*r).__bindgen_anon_1.rq_next;
             }
             bindings::blk_mq_end_request_batch(iob);

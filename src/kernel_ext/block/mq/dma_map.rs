@@ -64,8 +64,8 @@ impl<T: Operations> Request<T> {
     /// Maps the request's data for DMA by `dev`: a single segment directly (no scatterlist to
     /// build or walk, the common case of small I/O, as the C driver does), anything else
     /// through the scatterlist in its private data. Returns the number of DMA segments;
-    /// [`Self::segments`] then yields them. Upstream candidate.
-    pub(crate) fn map_data(&self, dev: &Device<Bound>) -> Result<u32> {
+    /// [`Self::segments`] then yields them. Through [`super::Dispatched::map_data`].
+    pub(super) fn map_data(&self, dev: &Device<Bound>) -> Result<u32> {
         let pdu = self.pdu();
         if let Some((page, offset, len)) = self.single_bvec() {
             // SAFETY: `page` + `offset` .. `len` is the request's data buffer, which stays
@@ -151,8 +151,9 @@ impl<T: Operations> Request<T> {
         )
     }
 
-    /// Undoes [`Self::map_data`]; does nothing if nothing is mapped. Upstream candidate.
-    pub(crate) fn unmap_data(&self, dev: &Device<Bound>) {
+    /// Undoes [`Self::map_data`]; does nothing if nothing is mapped. Through the tokens of
+    /// the driver that owns the request ([`super::Dispatched`], [`super::Owned`]).
+    pub(super) fn unmap_data(&self, dev: &Device<Bound>) {
         let pdu = self.pdu();
         let single_len = pdu.single_len.swap(0, Relaxed);
         if single_len != 0 {

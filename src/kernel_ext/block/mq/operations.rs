@@ -4,7 +4,7 @@
 //! `kernel::block::mq::operations`).
 
 use super::{
-    request::{rq_to_pdu, Owned, Pdu, CLAIM_CLOSED},
+    request::{rq_to_pdu, Dispatched, Owned, Pdu, CLAIM_CLOSED},
     tag_set::SetHeader,
     BlkStatus, Request, TagSetRef, Tags,
 };
@@ -42,7 +42,7 @@ pub(crate) trait Operations: Sized + 'static {
     fn new_rq() -> Self::Rq;
     /// Issue `rq` on `q`. `last` is false when more requests follow in this batch and
     /// [`Self::commit_rqs`] will be called. Upstream: `Operations::queue_rq`.
-    fn queue_rq(q: &Self::Queue<'_>, rq: &Request<Self>, last: bool) -> BlkStatus;
+    fn queue_rq(q: &Self::Queue<'_>, rq: Dispatched<'_, Self>, last: bool) -> BlkStatus;
     /// End of a batch whose last request did not have `last` set. Upstream:
     /// `Operations::commit_rqs`.
     fn commit_rqs(q: &Self::Queue<'_>);
@@ -52,9 +52,9 @@ pub(crate) trait Operations: Sized + 'static {
     /// [`Claimed::complete`]: super::request::Claimed::complete
     fn complete(rq: Owned<'_, Self>);
     /// A request that completed successfully is about to be ended as part of a
-    /// [`CompletionBatch`]: release what the driver holds for it (its DMA mapping). Upstream
-    /// candidate.
-    fn end_batched(rq: &Request<Self>);
+    /// [`CompletionBatch`], which ends it: release what the driver holds for it (its DMA
+    /// mapping). Upstream candidate.
+    fn end_batched(rq: &Owned<'_, Self>);
     /// Reaps completions of polled queue `q` (no interrupt); returns how many were found.
     /// Upstream: `Operations::poll`, which takes no queue.
     fn poll(q: &Self::Queue<'_>) -> u32;
@@ -124,7 +124,9 @@ impl<T: Operations> OperationsVTable<T> {
         // Claimed in a previous dispatch (then ended or requeued): closed until started.
         rq.pdu().claim.store(CLAIM_CLOSED, Relaxed);
         // blk-mq ends a request `queue_rq` failed: not one whose completion is claimed.
-        rq.refuse(T::queue_rq(q, rq, last)) as bindings::blk_status_t
+        // SAFETY: blk-mq handed `rq` to this `queue_rq`, which the token does not outlive.
+        let status = T::queue_rq(q, unsafe { Dispatched::new(rq) }, last);
+        rq.refuse(status) as bindings::blk_status_t
     }
 
     /// # Safety

@@ -13,7 +13,12 @@ use core::{
     ops::Deref,
     sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering::Relaxed},
 };
-use kernel::{bindings, types::Opaque};
+use kernel::{
+    bindings,
+    device::{Bound, Device},
+    prelude::*,
+    types::Opaque,
+};
 
 /// `REQ_OP_MASK` (include/linux/blk_types.h): the operation is the low bits of `cmd_flags`.
 const REQ_OP_MASK: u32 = (1 << bindings::REQ_OP_BITS) - 1;
@@ -165,30 +170,6 @@ impl<T: Operations> Request<T> {
         unsafe { &*(*(*self.raw()).q).queuedata.cast::<T::DiskData<'_>>() }
     }
 
-    /// True the first time the driver sees this request, false when it comes back after
-    /// [`Owned::requeue_after`]: lets per-request state such as a retry count start fresh. Upstream
-    /// candidate.
-    pub(crate) fn first_issue(&self) -> bool {
-        // SAFETY: `rq_flags` of a request owned by the driver is only changed by the driver.
-        unsafe {
-            let flags = &raw mut (*self.raw()).rq_flags;
-            if *flags & RQF_DONTPREP != 0 {
-                return false;
-            }
-            *flags |= RQF_DONTPREP;
-        }
-        true
-    }
-
-    /// Marks the request as started (issued to the device), arming its timeout, and opens
-    /// its completion to one [`Self::try_claim`]. Upstream: `Request::start_unchecked`.
-    pub(crate) fn start(&self) {
-        // Before the request is seen in flight (by a tag lookup or an iteration).
-        self.pdu().claim.store(CLAIM_OPEN, Relaxed);
-        // SAFETY: the request is owned by the driver (we are in `queue_rq`).
-        unsafe { bindings::blk_mq_start_request(self.raw()) };
-    }
-
     /// Claims the completion of the started request: `None` if somebody already did (an
     /// interrupt handler and error recovery taking commands back race for it). The winner
     /// alone completes it, once: what upstream's reference count (2 -> 0 on completion)
@@ -241,6 +222,70 @@ impl<T: Operations> Request<T> {
         // SAFETY: `state` is updated atomically by blk-mq; reading it is always allowed.
         let state = unsafe { core::ptr::read_volatile(&raw const (*self.raw()).state) };
         state == bindings::mq_rq_state_MQ_RQ_IN_FLIGHT
+    }
+}
+
+/// A request blk-mq handed to [`Operations::queue_rq`], lent for that call: only through it
+/// may the driver prepare, map and start the request. Upstream: the `ARef<Request>` that
+/// `Operations::queue_rq` receives.
+///
+/// # Invariants
+///
+/// blk-mq dispatched the request to `queue_rq`, which has not returned.
+pub(crate) struct Dispatched<'r, T: Operations>(&'r Request<T>);
+
+impl<T: Operations> Deref for Dispatched<'_, T> {
+    type Target = Request<T>;
+
+    fn deref(&self) -> &Request<T> {
+        self.0
+    }
+}
+
+impl<'r, T: Operations> Dispatched<'r, T> {
+    /// # Safety
+    ///
+    /// `rq` was handed to the driver's `queue_rq`, which runs until the token is gone.
+    pub(super) unsafe fn new(rq: &'r Request<T>) -> Self {
+        // INVARIANT: see the function's safety section.
+        Self(rq)
+    }
+
+    /// True the first time the driver sees this request, false when it comes back after
+    /// [`Owned::requeue_after`]: lets per-request state such as a retry count start fresh.
+    /// Upstream candidate.
+    pub(crate) fn first_issue(&self) -> bool {
+        // SAFETY: `rq_flags` of a request in `queue_rq` is only changed by the driver (type
+        // invariant).
+        unsafe {
+            let flags = &raw mut (*self.raw()).rq_flags;
+            if *flags & RQF_DONTPREP != 0 {
+                return false;
+            }
+            *flags |= RQF_DONTPREP;
+        }
+        true
+    }
+
+    /// Marks the request as started (issued to the device), arming its timeout, and opens
+    /// its completion to one [`Request::try_claim`]. Upstream: `Request::start_unchecked`.
+    pub(crate) fn start(&self) {
+        // Before the request is seen in flight (by a tag lookup or an iteration).
+        self.pdu().claim.store(CLAIM_OPEN, Relaxed);
+        // SAFETY: the request is in `queue_rq` (type invariant).
+        unsafe { bindings::blk_mq_start_request(self.raw()) };
+    }
+
+    /// Maps the request's data for DMA by `dev`; see [`Request::map_data`]. Upstream
+    /// candidate.
+    pub(crate) fn map_data(&self, dev: &Device<Bound>) -> Result<u32> {
+        self.0.map_data(dev)
+    }
+
+    /// Undoes [`Self::map_data`] (a command that could not be submitted). Upstream
+    /// candidate.
+    pub(crate) fn unmap_data(&self, dev: &Device<Bound>) {
+        self.0.unmap_data(dev);
     }
 }
 
@@ -304,6 +349,12 @@ impl<'r, T: Operations> Owned<'r, T> {
     pub(super) unsafe fn new(rq: &'r Request<T>) -> Self {
         // INVARIANT: see the function's safety section.
         Self(rq)
+    }
+
+    /// Undoes the DMA mapping `queue_rq` made for `dev` ([`Dispatched::map_data`]): the
+    /// device is done with the data. Upstream candidate.
+    pub(crate) fn unmap_data(&self, dev: &Device<Bound>) {
+        self.0.unmap_data(dev);
     }
 
     /// Ends the request with `status`. Upstream: `Request::end_ok`, which only ends with
