@@ -94,7 +94,7 @@ impl<F: ForLt> Lease<F> {
 pub(crate) struct Grant<F: ForLt>(Arc<Lease<F>>);
 
 impl<F: ForLt> Grant<F> {
-    /// Lends `data` through `lease` until the grant is dropped.
+    /// Lends `data` through `lease` until the grant is dropped. Upstream candidate.
     ///
     /// # Safety
     ///
@@ -105,7 +105,7 @@ impl<F: ForLt> Grant<F> {
         Self(lease.clone())
     }
 
-    /// Revokes the lease now: see [`Lease::revoke`].
+    /// Revokes the lease now: see [`Lease::revoke`]. Upstream candidate.
     pub(crate) fn revoke(&self) {
         self.0.revoke();
     }
