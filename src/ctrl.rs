@@ -384,14 +384,7 @@ impl<'b> Shared<'b> {
 
 /// Identify Controller, and the settings that follow from it; logs one line per controller.
 fn identify(hw: &Hw<'_>, irq: &Option<IrqSet<'_, QueueIrq<'_>>>) -> Result<IdentifyController> {
-    let data = hw.admin_read(
-        Command::identify(cns::CONTROLLER, 0, 0),
-        "Identify Controller",
-    )?;
-    let id = IdentifyController::parse(&data).map_err(|e| {
-        dev_err!(hw.dev(), "bad Identify Controller data: {e}\n");
-        EINVAL
-    })?;
+    let id = hw.identify_controller()?;
     let n = active_namespaces(hw, &id)?.len();
     let (maj, min, ter) = r::version(hw.regs.vs());
     let mdts_kib = id.max_transfer_bytes(hw.cap).map(|b| b / 1024);

@@ -15,7 +15,7 @@ use crate::{
     queue::ShadowDoorbells,
     regs::Regs,
     spec::{
-        command::{feature, host_behavior, Command},
+        command::{cns, feature, host_behavior, Command},
         event::AEC_NOTICES,
         identify::{IdentifyController, IDENTIFY_SIZE},
         regs::{self as r, cc, csts, Cap},
@@ -281,6 +281,18 @@ impl<'b> Hw<'b> {
         if let Some(work) = self.admin.events() {
             work.reset_needed();
         }
+    }
+
+    /// Identify Controller, read and checked (at probe and after every reset).
+    pub(crate) fn identify_controller(&self) -> Result<IdentifyController> {
+        let data = self.admin_read(
+            Command::identify(cns::CONTROLLER, 0, 0),
+            "Identify Controller",
+        )?;
+        IdentifyController::parse(&data).map_err(|e| {
+            dev_err!(self.dev(), "bad Identify Controller data: {e}\n");
+            EIO
+        })
     }
 
     /// Runs an admin command that transfers `data` (up to one page) to the controller.

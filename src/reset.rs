@@ -28,9 +28,8 @@ use crate::{
     },
     params,
     spec::{
-        command::{cns, io_cid, Command},
+        command::io_cid,
         completion::Status,
-        identify::IdentifyController,
         regs::{self as r, csts},
     },
 };
@@ -302,14 +301,7 @@ fn restart(io: &IoSet<'_>) -> Result {
     if let Some(s) = &io.shadow {
         hw.enable_shadow(s, &io.queues);
     }
-    let data = hw.admin_read(
-        Command::identify(cns::CONTROLLER, 0, 0),
-        "Identify Controller",
-    )?;
-    let id = IdentifyController::parse(&data).map_err(|e| {
-        dev_err!(hw.dev(), "bad Identify Controller data after reset: {e}\n");
-        EIO
-    })?;
+    let id = hw.identify_controller()?;
     hw.set_abort_limit(id.acl);
     hw.configure_host_options(&id);
     hw.start_async_events(None);
