@@ -404,6 +404,33 @@ mod prp {
     }
 
     #[test]
+    fn simple_agrees_with_build() {
+        use crate::spec::prp::simple;
+        // Every offset class and length around the one- and two-page limits.
+        for addr in [0x1_0000u64, 0x1_0008, 0x1_0200, 0x1_0ff8, 0x1_0fff] {
+            for len in [0u32, 1, 8, 512, 4088, 4096, 4104, 8192, 8200, 12288] {
+                let (r, _) = run(&[(addr, len)], 512);
+                match simple(addr, len, P) {
+                    Some((prp1, prp2)) => assert_eq!(
+                        r,
+                        Ok(Prps {
+                            prp1,
+                            prp2,
+                            list_entries: 0
+                        }),
+                        "{addr:#x} + {len}"
+                    ),
+                    // Refused only when it is empty or a list is needed.
+                    None => assert!(
+                        len == 0 || r.map(|p| p.list_entries).unwrap_or(0) > 0,
+                        "{addr:#x} + {len}: {r:?}"
+                    ),
+                }
+            }
+        }
+    }
+
+    #[test]
     fn rejects_what_prps_cannot_express() {
         assert_eq!(run(&[], 8).0, Err(PrpError::Empty));
         // A middle segment not starting on a page boundary.

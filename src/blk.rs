@@ -14,7 +14,7 @@ use crate::{
     ioctl::{self, DiskLink},
     ioq::{IoQueue, LIST_ENTRIES},
     kernel_ext::block::mq::{
-        BlkStatus, Dispatched, Operations, Owned, ReqOp, Request, TagSetRef, Tags, Timeout,
+        BlkStatus, Dispatched, Mapping, Operations, Owned, ReqOp, Request, TagSetRef, Tags, Timeout,
     },
     ns::Namespace,
     params,
@@ -152,6 +152,7 @@ impl Operations for NvmeBlk {
         }
     }
 
+    #[inline]
     fn queue_rq(q: &IoQueue<'_>, rq: Dispatched<'_, Self>, last: bool) -> BlkStatus {
         let ns = rq.disk();
         if q.is_dead() || ns.unusable() {
@@ -161,16 +162,16 @@ impl Operations for NvmeBlk {
             rq.data().retries.store(0, Relaxed);
             rq.data().map_failed_at.store(0, Relaxed);
         }
-        let cmd = match build_command(q, ns, &rq) {
-            Ok(c) => c,
-            Err(s) => return s,
-        };
+        // Built in place: a 64-byte command returned by value is copied at each step.
+        let mut cmd = Command::default();
+        if let Err(s) = build_command(q, ns, &rq, &mut cmd) {
+            return s;
+        }
         let st = rq.data();
         let generation = st.generation.load(Relaxed).wrapping_add(1);
         st.generation.store(generation, Relaxed);
         st.status.store(0, Relaxed);
         st.aborted.store(false, Relaxed);
-        let mut cmd = cmd;
         cmd.set_cid(io_cid::encode(rq.tag(), generation));
         rq.start();
         if q.queue.submit(&cmd, last).is_err() {
@@ -240,15 +241,20 @@ impl Operations for NvmeBlk {
     }
 }
 
-/// Builds the command for `rq`, mapping its data if it has any.
+/// Builds the command for `rq` in `cmd`, mapping its data if it has any.
+#[inline]
 fn build_command(
     q: &IoQueue<'_>,
     ns: &Namespace<'_>,
     rq: &Dispatched<'_, NvmeBlk>,
-) -> Result<Command, BlkStatus> {
+    cmd: &mut Command,
+) -> Result<(), BlkStatus> {
     let nsid = ns.nsid();
     match rq.op() {
-        ReqOp::Flush => Ok(Command::flush(nsid)),
+        ReqOp::Flush => {
+            *cmd = Command::flush(nsid);
+            Ok(())
+        }
         ReqOp::Read | ReqOp::Write => {
             let (slba, nlb) = ns.blocks(rq.sector(), rq.bytes()).ok_or(BlkStatus::IoErr)?;
             let opcode = if rq.op() == ReqOp::Read {
@@ -256,7 +262,7 @@ fn build_command(
             } else {
                 io_opcode::WRITE
             };
-            let cmd = Command::rw(opcode, nsid, slba, nlb, rq.fua());
+            *cmd = Command::rw(opcode, nsid, slba, nlb, rq.fua());
             map_data(q, ns, rq, cmd, false)
         }
         ReqOp::WriteZeroes => {
@@ -264,7 +270,8 @@ fn build_command(
             if nlb > 65536 {
                 return Err(BlkStatus::IoErr);
             }
-            Ok(Command::write_zeroes(nsid, slba, nlb))
+            *cmd = Command::write_zeroes(nsid, slba, nlb);
+            Ok(())
         }
         ReqOp::Discard => {
             let tag = rq.tag();
@@ -288,12 +295,13 @@ fn build_command(
                 return Err(BlkStatus::IoErr);
             }
             let list = q.list_dma(tag).map_err(|_| BlkStatus::IoErr)?;
-            Ok(Command::deallocate(nsid, n as u32, list))
+            *cmd = Command::deallocate(nsid, n as u32, list);
+            Ok(())
         }
         ReqOp::DrvIn | ReqOp::DrvOut => {
-            let cmd = rq.data().passthru();
+            *cmd = rq.data().passthru();
             if rq.bytes() == 0 {
-                Ok(cmd)
+                Ok(())
             } else {
                 // Passthrough buffers may be longer than the command's transfer (nvme-cli
                 // passes its whole buffer): PRPs allow that, SGLs do not (SGL Length
@@ -309,26 +317,47 @@ fn build_command(
 /// supports them and the transfer is at least `sgl_threshold` bytes of more than one segment
 /// (one descriptor per segment beats one PRP entry per page) and not `prps_only`, else with
 /// PRPs.
+#[inline]
 fn map_data(
     q: &IoQueue<'_>,
     ns: &Namespace<'_>,
     rq: &Dispatched<'_, NvmeBlk>,
-    cmd: Command,
+    cmd: &mut Command,
     prps_only: bool,
-) -> Result<Command, BlkStatus> {
+) -> Result<(), BlkStatus> {
     let dev = ns.dma_dev();
     let mapped = if q.faults.fail_dma_map() {
         Err(ENOMEM)
     } else {
         rq.map_data(dev)
     };
-    let Ok(segments) = mapped else {
+    let Ok(mapping) = mapped else {
         return Err(map_failed(ns, rq));
     };
     let st = rq.data();
     if st.map_failed_at.load(Relaxed) != 0 {
         st.map_failed_at.store(0, Relaxed);
     }
+    // One segment within two pages, most small I/O: PRP1 and PRP2 directly.
+    if let Mapping::Single(addr, len) = mapping {
+        if let Some((prp1, prp2)) = prp::simple(addr, len, PAGE_SIZE as u64) {
+            cmd.set_prp(prp1, prp2);
+            return Ok(());
+        }
+    }
+    map_list(q, ns, rq, cmd, prps_only, mapping.count())
+}
+
+/// [`map_data`] for data that needs a PRP list or an SGL: fills the request's list page.
+fn map_list(
+    q: &IoQueue<'_>,
+    ns: &Namespace<'_>,
+    rq: &Dispatched<'_, NvmeBlk>,
+    cmd: &mut Command,
+    prps_only: bool,
+    segments: u32,
+) -> Result<(), BlkStatus> {
+    let dev = ns.dma_dev();
     let tag = rq.tag();
     let Ok(list) = q.list_dma(tag) else {
         rq.unmap_data(dev);
@@ -342,7 +371,7 @@ fn map_data(
         sgl::build(rq.segments(), LIST_ENTRIES / 2, list, |i, [a, b]| {
             put_err |= q.list_put(tag, 2 * i, a).is_err() || q.list_put(tag, 2 * i + 1, b).is_err()
         })
-        .map(|sgl1| cmd.with_sgl(sgl1))
+        .map(|sgl1| cmd.set_sgl(sgl1))
         .map_err(|_| ())
     } else {
         prp::build(
@@ -352,11 +381,11 @@ fn map_data(
             list,
             |i, addr| put_err |= q.list_put(tag, i, addr).is_err(),
         )
-        .map(|p| cmd.with_prp(p.prp1, p.prp2))
+        .map(|p| cmd.set_prp(p.prp1, p.prp2))
         .map_err(|_| ())
     };
     match mapped {
-        Ok(cmd) if !put_err => Ok(cmd),
+        Ok(()) if !put_err => Ok(()),
         _ => {
             rq.unmap_data(dev);
             ns.log_mapping_error(rq.sector(), rq.bytes());

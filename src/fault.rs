@@ -12,13 +12,16 @@
 //! - `fail_restart`: the next N times the controller is brought back (after a reset, a
 //!   resume, a slot reset) fail, as if it did not come back.
 
-use core::fmt;
+// Core atomics, not `kernel::sync::atomic`: `fail_dma_map` is read on every I/O, and the
+// crate's atomics are out-of-line helper calls unless `CONFIG_RUST_INLINE_HELPERS`. The
+// counters order nothing else, so relaxed core atomics (plain loads, `lock cmpxchg`) do.
+use core::{
+    fmt,
+    sync::atomic::{AtomicU32, Ordering::Relaxed},
+};
 use kernel::{
     prelude::*,
-    sync::{
-        atomic::{Atomic, Relaxed},
-        Arc,
-    },
+    sync::Arc,
     time::{delay::fsleep, Delta},
     uaccess::UserSliceReader,
 };
@@ -28,13 +31,13 @@ pub(crate) const ALWAYS: u32 = u32::MAX;
 
 pub(crate) struct Faults {
     /// Data mappings still to fail ([`ALWAYS`]: all of them).
-    dma_map: Atomic<u32>,
+    dma_map: AtomicU32,
     /// Milliseconds a timeout waits before its reset.
-    reset_delay_ms: Atomic<u32>,
+    reset_delay_ms: AtomicU32,
     /// Abort completions still to drop ([`ALWAYS`]: all of them).
-    lost_aborts: Atomic<u32>,
+    lost_aborts: AtomicU32,
     /// Restarts still to fail ([`ALWAYS`]: all of them).
-    restarts: Atomic<u32>,
+    restarts: AtomicU32,
 }
 
 /// The faults' debugfs files.
@@ -50,16 +53,17 @@ impl Faults {
     pub(crate) fn new() -> Result<Arc<Self>> {
         Ok(Arc::new(
             Self {
-                dma_map: Atomic::new(0),
-                reset_delay_ms: Atomic::new(0),
-                lost_aborts: Atomic::new(0),
-                restarts: Atomic::new(0),
+                dma_map: AtomicU32::new(0),
+                reset_delay_ms: AtomicU32::new(0),
+                lost_aborts: AtomicU32::new(0),
+                restarts: AtomicU32::new(0),
             },
             GFP_KERNEL,
         )?)
     }
 
     /// Whether this data mapping is to fail (consumes one injected failure).
+    #[inline]
     pub(crate) fn fail_dma_map(&self) -> bool {
         take(&self.dma_map)
     }
@@ -82,7 +86,7 @@ impl Faults {
         }
     }
 
-    fn knob(&self, k: Knob) -> &Atomic<u32> {
+    fn knob(&self, k: Knob) -> &AtomicU32 {
         match k {
             Knob::FailDmaMap => &self.dma_map,
             Knob::ResetDelayMs => &self.reset_delay_ms,
@@ -112,14 +116,15 @@ impl Faults {
 }
 
 /// Takes one injected fault from `count` ([`ALWAYS`]: never runs out); false if none is left.
-fn take(count: &Atomic<u32>) -> bool {
+#[inline]
+fn take(count: &AtomicU32) -> bool {
     // The common case, nothing injected, is one load.
     let mut left = count.load(Relaxed);
     loop {
         match left {
             0 => return false,
             ALWAYS => return true,
-            n => match count.cmpxchg(n, n - 1, Relaxed) {
+            n => match count.compare_exchange(n, n - 1, Relaxed, Relaxed) {
                 Ok(_) => return true,
                 Err(now) => left = now,
             },

@@ -7,7 +7,7 @@ use crate::{
     admin::AdminQueue,
     blk::NvmeBlk,
     fault::Faults,
-    kernel_ext::block::mq::{CompletionBatch, Tags},
+    kernel_ext::block::mq::{CompletionBatch, QueueTags, Tags},
     queue::{Queue, ShadowDoorbells},
     regs::Regs,
     spec::{command::io_cid, completion::Completion},
@@ -22,7 +22,7 @@ use kernel::{
     prelude::*,
     sync::{
         atomic::{Atomic, Relaxed},
-        Arc, SetOnce,
+        Arc,
     },
 };
 
@@ -46,7 +46,7 @@ pub(crate) struct IoQueue<'b> {
     pub(crate) queue: Arc<Queue<'b>>,
     pdev: &'b pci::Device<Bound>,
     /// The tags of the hardware queue this serves, set when blk-mq initializes it.
-    tags: SetOnce<Tags<NvmeBlk>>,
+    tags: QueueTags<NvmeBlk>,
     /// One list page per tag, set aside up front (no allocation on the I/O path), in
     /// chunks of [`LISTS_PER_CHUNK`].
     lists: KVec<Coherent<[ListPage]>>,
@@ -88,7 +88,7 @@ impl<'b> IoQueue<'b> {
             Self {
                 queue,
                 pdev,
-                tags: SetOnce::new(),
+                tags: QueueTags::new(),
                 lists,
                 bad_completions: Atomic::new(0),
                 vector: vector.unwrap_or(0),
@@ -103,7 +103,7 @@ impl<'b> IoQueue<'b> {
     pub(crate) fn set_tags(&self, tags: Tags<NvmeBlk>) {
         // The tag set is created once per controller; a second call (another namespace's
         // request queue sharing it) brings the same tags.
-        let _ = self.tags.populate(tags);
+        self.tags.set(tags);
     }
 
     pub(crate) fn vector(&self) -> u16 {
@@ -144,6 +144,7 @@ impl<'b> IoQueue<'b> {
 
     /// Consumes new completions: each valid one completes its request. Successful ones are
     /// ended together once the completion queue lock is dropped.
+    #[inline]
     pub(crate) fn process(&self) -> u32 {
         let mut batch = CompletionBatch::new();
         self.queue
@@ -152,7 +153,7 @@ impl<'b> IoQueue<'b> {
 
     fn complete_one(&self, cqe: Completion, batch: &mut CompletionBatch<NvmeBlk>) {
         let (tag, generation) = io_cid::decode(cqe.cid);
-        let rq = self.tags.as_ref().and_then(|t| t.in_flight(tag));
+        let rq = self.tags.in_flight(tag);
         // Unless error recovery took the command back first.
         let claimed = rq
             .filter(|rq| io_cid::current(rq.data().generation(), generation))

@@ -11,6 +11,11 @@
 //! the admin command slots), so the SQ can never overflow and needs no head tracking here.
 
 use crate::{
+    kernel_ext::{
+        barrier::{dma_rmb, dma_wmb, mb},
+        dma_ring::DmaRing,
+        spinlock::{new_spinlock_direct, new_spinlock_irqsave, SpinLock, SpinLockIrqSave},
+    },
     regs::{Doorbells, Regs},
     spec::{
         command::Command,
@@ -22,14 +27,8 @@ use crate::{
 use core::sync::atomic::{AtomicBool, AtomicU32, Ordering::Relaxed};
 use kernel::{
     device::{Bound, Device},
-    dma::Coherent,
-    io::{io_project, io_read, io_write, Io},
-    new_spinlock, new_spinlock_irq,
     prelude::*,
-    sync::{
-        barrier::{dma_mb, mb, Full, Read, Write},
-        Arc, SpinLock, SpinLockIrq,
-    },
+    sync::Arc,
 };
 
 /// The shadow doorbell and event index buffers of a controller (Doorbell Buffer Config).
@@ -39,19 +38,19 @@ use kernel::{
 /// controller polls the buffer while it is busy, so most MMIO writes (each a trap into the
 /// hypervisor or emulator) go away.
 pub(crate) struct ShadowDoorbells {
-    dbs: Coherent<[u32]>,
-    eis: Coherent<[u32]>,
+    dbs: DmaRing<1>,
+    eis: DmaRing<1>,
     stride: usize,
 }
 
 impl ShadowDoorbells {
     /// Buffers for queues 0..=`max_qid` with doorbell stride `stride` (bytes).
     pub(crate) fn new(dev: &Device<Bound>, max_qid: u16, stride: usize) -> Result<Arc<Self>> {
-        let len = shadow_len(max_qid, stride);
+        let len = u16::try_from(shadow_len(max_qid, stride)).map_err(|_| EINVAL)?;
         Ok(Arc::new(
             Self {
-                dbs: Coherent::<u32>::zeroed_slice(dev, len, GFP_KERNEL)?,
-                eis: Coherent::<u32>::zeroed_slice(dev, len, GFP_KERNEL)?,
+                dbs: DmaRing::new(dev, len)?,
+                eis: DmaRing::new(dev, len)?,
                 stride,
             },
             GFP_KERNEL,
@@ -64,32 +63,36 @@ impl ShadowDoorbells {
     }
 
     /// Zeroes both buffers, for a controller that is enabled again after a reset.
-    pub(crate) fn clear(&self) -> Result {
+    pub(crate) fn clear(&self) {
         for i in 0..self.dbs.len() {
-            io_write!(&self.dbs, [try: i], 0);
-            io_write!(&self.eis, [try: i], 0);
+            self.dbs.write_dword::<0>(i, 0);
+            self.eis.write_dword::<0>(i, 0);
         }
-        Ok(())
+    }
+
+    /// Whether slot `idx` (a dword index) is in the buffers.
+    fn has_slot(&self, idx: usize) -> bool {
+        idx < usize::from(self.dbs.len())
     }
 
     /// Posts `value` in doorbell `idx`; returns whether the MMIO doorbell must be written too.
-    fn update(&self, idx: usize, value: u16) -> Result<bool> {
+    #[inline(always)]
+    fn update(&self, idx: u16, value: u16) -> bool {
         // The queue entries are written before the shadow doorbell that announces them.
-        dma_mb(Write);
-        let old = u32::from_le(io_read!(&self.dbs, [try: idx])) as u16;
-        io_write!(&self.dbs, [try: idx], u32::from(value).to_le());
+        dma_wmb();
+        let Some(old) = self.dbs.read_dword::<0>(idx) else {
+            return true;
+        };
+        self.dbs.write_dword::<0>(idx, u32::from(value));
         // The doorbell is written before the event index is read; the controller orders
         // its event index update before reading the doorbell.
-        mb(Full);
-        let event = u32::from_le(io_read!(&self.eis, [try: idx])) as u16;
-        Ok(shadow_need_event(event, value, old))
+        mb();
+        let Some(event) = self.eis.read_dword::<0>(idx) else {
+            return true;
+        };
+        shadow_need_event(event as u16, value, old as u16)
     }
 }
-
-/// A submission queue entry as sixteen dwords (the type DMA memory is allocated in).
-type SqEntry = [u32; 16];
-/// A completion queue entry as four dwords.
-type CqEntry = [u32; 4];
 
 /// Where the host is in the submission queue.
 struct SqState {
@@ -112,14 +115,17 @@ pub(crate) struct Queue<'b> {
     depth: u16,
     regs: Arc<Regs<'b>>,
     db: Doorbells,
-    sq: Coherent<[SqEntry]>,
-    cq: Coherent<[CqEntry]>,
+    /// Submission queue entries: sixteen dwords each.
+    sq: DmaRing<16>,
+    /// Completion queue entries: four dwords each.
+    cq: DmaRing<4>,
     /// The controller's shadow doorbells, if it has them (I/O queues only, as the C driver).
     shadow: Option<Arc<ShadowDoorbells>>,
     /// The controller was given the shadow buffers (Doorbell Buffer Config succeeded).
     shadow_on: AtomicBool,
-    /// This queue's SQ tail and CQ head slots in the shadow buffers.
-    shadow_slots: [usize; 2],
+    /// This queue's SQ tail and CQ head slots in the shadow buffers (checked against
+    /// their length at creation).
+    shadow_slots: [u16; 2],
     /// A copy of the CQ head and phase (`phase << 16 | head`) for [`Self::cq_pending`],
     /// readable without the lock.
     cq_hint: AtomicU32,
@@ -128,7 +134,7 @@ pub(crate) struct Queue<'b> {
     sq_state: SpinLock<SqState>,
     /// Taken by the interrupt handler and, for polled completion, by process context.
     #[pin]
-    cq_state: SpinLockIrq<CqState>,
+    cq_state: SpinLockIrqSave<CqState>,
 }
 
 impl<'b> Queue<'b> {
@@ -144,12 +150,20 @@ impl<'b> Queue<'b> {
             return Err(EINVAL);
         }
         let db = regs.doorbells(qid)?;
-        let shadow_slots = shadow.as_ref().map_or([0, 0], |s| {
-            let sq = shadow_sq_index(qid, s.stride);
-            [sq, sq + s.stride / 4]
-        });
-        let sq = Coherent::<SqEntry>::zeroed_slice(dev, depth as usize, GFP_KERNEL)?;
-        let cq = Coherent::<CqEntry>::zeroed_slice(dev, depth as usize, GFP_KERNEL)?;
+        let shadow_slots = match &shadow {
+            Some(s) => {
+                let sq = shadow_sq_index(qid, s.stride);
+                let cq = sq + s.stride / 4;
+                if !s.has_slot(cq) {
+                    return Err(EINVAL);
+                }
+                // Both below the buffers' length, which is a `u16`.
+                [sq as u16, cq as u16]
+            }
+            None => [0, 0],
+        };
+        let sq = DmaRing::new(dev, depth)?;
+        let cq = DmaRing::new(dev, depth)?;
         Arc::pin_init(
             try_pin_init!(Self {
                 qid,
@@ -163,8 +177,8 @@ impl<'b> Queue<'b> {
                 shadow_slots,
                 cq_hint: AtomicU32::new(1 << 16),
                 stats: QueueStats::new()?,
-                sq_state <- new_spinlock!(SqState { tail: 0, rung: 0 }),
-                cq_state <- new_spinlock_irq!(CqState { head: 0, phase: true }),
+                sq_state <- new_spinlock_direct!(SqState { tail: 0, rung: 0 }),
+                cq_state <- new_spinlock_irqsave!(CqState { head: 0, phase: true }),
             }),
             GFP_KERNEL,
         )
@@ -190,13 +204,12 @@ impl<'b> Queue<'b> {
 
     /// Copies `cmd` into the next SQ slot; rings the tail doorbell if `ring` (else a later
     /// [`Self::ring_sq`] does, once for a whole batch).
+    #[inline]
     pub(crate) fn submit(&self, cmd: &Command, ring: bool) -> Result {
         let mut sq = self.sq_state.lock();
-        let mut dw = cmd.dw;
-        for d in dw.iter_mut() {
-            *d = d.to_le();
+        if !self.sq.write(sq.tail, &cmd.dw) {
+            return Err(EINVAL);
         }
-        io_project!(&self.sq, [try: sq.tail as usize]).copy_write(dw);
         self.stats.submitted_locked();
         sq.tail = if sq.tail + 1 == self.depth {
             0
@@ -223,15 +236,15 @@ impl<'b> Queue<'b> {
 
     /// Whether doorbell `which` (0: SQ tail, 1: CQ head) needs an MMIO write for `value`,
     /// after posting it in the shadow buffer if shadow doorbells are on.
+    #[inline(always)]
     fn need_mmio(&self, which: usize, value: u16) -> bool {
         match &self.shadow {
-            Some(s) if self.shadow_on.load(Relaxed) => {
-                s.update(self.shadow_slots[which], value).unwrap_or(true)
-            }
+            Some(s) if self.shadow_on.load(Relaxed) => s.update(self.shadow_slots[which], value),
             _ => true,
         }
     }
 
+    #[inline]
     fn ring_locked(&self, sq: &mut SqState) {
         if sq.rung != sq.tail {
             // The MMIO write orders after the entries' memory writes (writel is ordered
@@ -255,8 +268,8 @@ impl<'b> Queue<'b> {
             sq.rung = 0;
         }
         let mut cq = self.cq_state.lock();
-        for i in 0..self.depth as usize {
-            io_write!(&self.cq, [try: i][try: 3], 0);
+        for i in 0..self.depth {
+            self.cq.write_dword::<3>(i, 0);
         }
         cq.head = 0;
         cq.phase = true;
@@ -265,20 +278,16 @@ impl<'b> Queue<'b> {
     }
 
     /// Reads the entry at `head` if its phase tag says it is new.
-    fn peek(&self, head: u16, phase: bool) -> Result<Option<Completion>> {
-        let dw3 = u32::from_le(io_read!(&self.cq, [try: head as usize][try: 3]));
+    #[inline(always)]
+    fn peek(&self, head: u16, phase: bool) -> Option<Completion> {
+        let dw3 = self.cq.read_dword::<3>(head)?;
         if (dw3 & (1 << 16) != 0) != phase {
-            return Ok(None);
+            return None;
         }
         // The rest of the entry may only be read after its phase tag was seen.
-        dma_mb(Read);
-        let e: CqEntry = io_project!(&self.cq, [try: head as usize]).copy_read();
-        Ok(Some(Completion::from_dwords([
-            u32::from_le(e[0]),
-            u32::from_le(e[1]),
-            u32::from_le(e[2]),
-            dw3,
-        ])))
+        dma_rmb();
+        let e = self.cq.read(head)?;
+        Some(Completion::from_dwords([e[0], e[1], e[2], dw3]))
     }
 
     /// Whether a new completion is waiting, without taking the lock: lets a poller that
@@ -286,7 +295,7 @@ impl<'b> Queue<'b> {
     pub(crate) fn cq_pending(&self) -> bool {
         let hint = self.cq_hint.load(Relaxed);
         let (head, phase) = ((hint & 0xffff) as u16, hint >> 16 != 0);
-        matches!(self.peek(head, phase), Ok(Some(_)))
+        self.peek(head, phase).is_some()
     }
 
     /// Hands every new completion to `f` and writes the CQ head doorbell once at the end.
@@ -294,8 +303,9 @@ impl<'b> Queue<'b> {
     pub(crate) fn process_completions(&self, mut f: impl FnMut(Completion)) -> u32 {
         let mut st = self.cq_state.lock();
         let mut n = 0;
-        // `head` is always below `depth`, which is the ring's length, so `peek` cannot fail.
-        while let Ok(Some(cqe)) = self.peek(st.head, st.phase) {
+        // `head` is always below `depth`, the ring's length, so `peek` only returns `None`
+        // for an entry the controller has not posted yet.
+        while let Some(cqe) = self.peek(st.head, st.phase) {
             st.head += 1;
             if st.head == self.depth {
                 st.head = 0;

@@ -13,7 +13,10 @@
 //! compile-time check of each offset against the mapping, `Io::read32` with a constant
 //! offset already does (`BAR0_MIN`).
 
-use crate::spec::regs::{self as r, Cap};
+use crate::{
+    kernel_ext::mmio,
+    spec::regs::{self as r, Cap},
+};
 use kernel::{io::Io, pci, prelude::*};
 
 /// The part of BAR0 every controller has: registers plus the admin queue's doorbells.
@@ -107,7 +110,7 @@ impl<'b> Regs<'b> {
     pub(crate) fn ring(&self, offset: usize, value: u16) {
         // `offset` was range checked by `doorbells`, so this cannot fail; the check here
         // is the BAR's own and costs a compare.
-        let _ = (&self.bar).try_write32(u32::from(value), offset);
+        let _ = mmio::try_write32(&self.bar, u32::from(value), offset);
     }
 }
 

@@ -291,7 +291,7 @@ fn restart(io: &IoSet<'_>) -> Result {
         q.queue.reset()?;
     }
     if let Some(s) = &io.shadow {
-        s.clear()?;
+        s.clear();
     }
     let nr = io.queues.len() as u16;
     enable_again(hw, nr)?;

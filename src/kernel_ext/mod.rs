@@ -6,12 +6,16 @@
 //! modelled on its neighbours in `rust/kernel/`, keeps its invariants in its type, and has a
 //! `// SAFETY:` comment on every `unsafe` block; the driver above it is safe Rust.
 
+pub(crate) mod barrier;
 pub(crate) mod block;
 pub(crate) mod chardev;
 pub(crate) mod dma;
+pub(crate) mod dma_ring;
 pub(crate) mod irq;
 pub(crate) mod lease;
+pub(crate) mod mmio;
 pub(crate) mod pci_driver;
+pub(crate) mod spinlock;
 pub(crate) mod sync;
 
 use kernel::{bindings, device, pci};

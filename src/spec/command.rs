@@ -96,22 +96,33 @@ impl Command {
 
     /// Sets PRP entry 1 and 2 (data pointer, dwords 6..9).
     pub(crate) fn with_prp(mut self, prp1: u64, prp2: u64) -> Self {
+        self.set_prp(prp1, prp2);
+        self
+    }
+
+    /// Sets PRP entry 1 and 2 in place.
+    pub(crate) fn set_prp(&mut self, prp1: u64, prp2: u64) {
         self.dw[6] = prp1 as u32;
         self.dw[7] = (prp1 >> 32) as u32;
         self.dw[8] = prp2 as u32;
         self.dw[9] = (prp2 >> 32) as u32;
-        self
     }
 
     /// Points the command at its data with SGL1 (dwords 6..9) and sets PSDT to "SGLs,
     /// metadata in one buffer" (CDW0 bits 15:14 = 01b).
+    #[allow(dead_code, reason = "read by the host tests")]
     pub(crate) fn with_sgl(mut self, sgl1: [u64; 2]) -> Self {
+        self.set_sgl(sgl1);
+        self
+    }
+
+    /// [`Self::with_sgl`] in place.
+    pub(crate) fn set_sgl(&mut self, sgl1: [u64; 2]) {
         self.dw[0] = (self.dw[0] & !(3 << 14)) | (1 << 14);
         self.dw[6] = sgl1[0] as u32;
         self.dw[7] = (sgl1[0] >> 32) as u32;
         self.dw[8] = sgl1[1] as u32;
         self.dw[9] = (sgl1[1] >> 32) as u32;
-        self
     }
 
     #[allow(dead_code, reason = "read by the host tests")]

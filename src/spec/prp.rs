@@ -101,3 +101,22 @@ pub(crate) fn build(
         },
     })
 }
+
+/// PRP1 and PRP2 of one contiguous segment that spans at most two pages: the common small
+/// transfer, described without walking segments or touching a list (the C driver's
+/// `nvme_setup_prp_simple`). `None` when it is empty or needs a list; [`build`] gives the
+/// same entries for every segment this accepts.
+#[inline]
+pub(crate) fn simple(addr: u64, len: u32, page_size: u64) -> Option<(u64, u64)> {
+    let in_first = page_size - (addr & (page_size - 1));
+    let len = u64::from(len);
+    if len == 0 {
+        None
+    } else if len <= in_first {
+        Some((addr, 0))
+    } else if len - in_first <= page_size {
+        Some((addr, addr + in_first))
+    } else {
+        None
+    }
+}

@@ -18,7 +18,7 @@
 //!   [`Owned`] that unmaps and ends or requeues it. `dma_map` maps the data for DMA into a
 //!   scatterlist kept in the request's private data (no allocation per I/O); `completion`
 //!   ends requests in batches;
-//! - [`Tags`] looks a command identifier's tag up, refusing tags that are out of range or
+//! - [`QueueTags`] looks a command identifier's tag up, refusing tags that are out of range or
 //!   belong to a request that is not in flight (a device must never make us touch a request
 //!   we did not send).
 //!
@@ -27,7 +27,7 @@
 //! Upstream hands the driver an `ARef<Request>`, counted in the request's private data, so
 //! a request may outlive the callback that received it and ending it checks that no other
 //! reference exists. Here a request is lent (`&Request`) for one callback, and a request
-//! found by tag ([`Tags::in_flight`], [`TagSetRef::for_each_in_flight`]) only while blk-mq
+//! found by tag ([`QueueTags::in_flight`], [`TagSetRef::for_each_in_flight`]) only while blk-mq
 //! says it is in flight; who may end it is settled by the request's completion claim (one
 //! atomic swap per I/O, whose winner gets a token that completing consumes) instead of a
 //! reference count (an atomic increment in `queue_rq`, another per tag lookup, a
@@ -48,11 +48,11 @@ mod request;
 mod tag_set;
 
 pub(crate) use completion::CompletionBatch;
-pub(crate) use dma_map::MAX_SEGMENTS;
+pub(crate) use dma_map::{Mapping, MAX_SEGMENTS};
 pub(crate) use gen_disk::{DiskRef, Limits, NewDisk};
 pub(crate) use operations::{Operations, Timeout};
 pub(crate) use request::{Dispatched, Owned, ReqOp, Request};
-pub(crate) use tag_set::{TagSet, TagSetRef, Tags};
+pub(crate) use tag_set::{QueueTags, TagSet, TagSetRef, Tags};
 
 /// `blk_status_t` values (include/linux/blk_types.h; `#define`s bindgen cannot see). Upstream
 /// candidate.

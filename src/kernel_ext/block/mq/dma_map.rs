@@ -19,6 +19,25 @@ use kernel::{
 /// Scatterlist entries kept per request: the most segments the queue limits allow.
 pub(crate) const MAX_SEGMENTS: usize = 128;
 
+/// How [`Request::map_data`] mapped a request's data. Upstream candidate.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Mapping {
+    /// One contiguous bus range: its address and length.
+    Single(u64, u32),
+    /// This many DMA segments, through the scatterlist.
+    Segments(u32),
+}
+
+impl Mapping {
+    /// The number of DMA segments ([`Request::segments`] yields them). Upstream candidate.
+    pub(crate) fn count(self) -> u32 {
+        match self {
+            Mapping::Single(..) => 1,
+            Mapping::Segments(n) => n,
+        }
+    }
+}
+
 /// `RQF_SPECIAL_PAYLOAD` (bit `__RQF_SPECIAL_PAYLOAD`): the data is `special_vec`,
 /// not the bios.
 const RQF_SPECIAL_PAYLOAD: u32 = 1 << bindings::rqf_flags___RQF_SPECIAL_PAYLOAD;
@@ -63,9 +82,10 @@ impl<T: Operations> Request<T> {
 
     /// Maps the request's data for DMA by `dev`: a single segment directly (no scatterlist to
     /// build or walk, the common case of small I/O, as the C driver does), anything else
-    /// through the scatterlist in its private data. Returns the number of DMA segments;
-    /// [`Self::segments`] then yields them. Through [`super::Dispatched::map_data`].
-    pub(super) fn map_data(&self, dev: &Device<Bound>) -> Result<u32> {
+    /// through the scatterlist in its private data. Returns how: the range itself when it is
+    /// one, else the number of DMA segments; [`Self::segments`] yields them in either case.
+    /// Through [`super::Dispatched::map_data`].
+    pub(super) fn map_data(&self, dev: &Device<Bound>) -> Result<Mapping> {
         let pdu = self.pdu();
         if let Some((page, offset, len)) = self.single_bvec() {
             // SAFETY: `page` + `offset` .. `len` is the request's data buffer, which stays
@@ -85,7 +105,7 @@ impl<T: Operations> Request<T> {
             }
             pdu.single_addr.store(addr, Relaxed);
             pdu.single_len.store(len, Relaxed);
-            return Ok(1);
+            return Ok(Mapping::Single(addr, len));
         }
         let sg = pdu.sg.get().cast::<bindings::scatterlist>();
         // SAFETY: `raw()` is a valid request; physical segments are bounded by the queue
@@ -112,7 +132,7 @@ impl<T: Operations> Request<T> {
         }
         pdu.nents.store(nents as u32, Relaxed);
         pdu.mapped.store(mapped as u32, Relaxed);
-        Ok(mapped as u32)
+        Ok(Mapping::Segments(mapped as u32))
     }
 
     /// The direction of the data: to the device for writes (`op_is_write`, a static inline:

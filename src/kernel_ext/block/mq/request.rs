@@ -3,7 +3,10 @@
 //! A block layer request as the driver sees it between `queue_rq` and its end (upstream:
 //! `kernel::block::mq::request`).
 
-use super::{dma_map::MAX_SEGMENTS, BlkStatus, Operations};
+use super::{
+    dma_map::{Mapping, MAX_SEGMENTS},
+    BlkStatus, Operations,
+};
 use core::{
     ffi::c_void,
     marker::PhantomData,
@@ -278,7 +281,7 @@ impl<'r, T: Operations> Dispatched<'r, T> {
 
     /// Maps the request's data for DMA by `dev`; see [`Request::map_data`]. Upstream
     /// candidate.
-    pub(crate) fn map_data(&self, dev: &Device<Bound>) -> Result<u32> {
+    pub(crate) fn map_data(&self, dev: &Device<Bound>) -> Result<Mapping> {
         self.0.map_data(dev)
     }
 

@@ -13,6 +13,7 @@ use core::{
     ffi::{c_uint, c_void},
     marker::PhantomData,
     ptr::NonNull,
+    sync::atomic::{AtomicPtr, Ordering},
 };
 use kernel::{
     bindings,
@@ -346,14 +347,22 @@ unsafe impl<T: Operations> Send for Tags<T> {}
 // SAFETY: see `Send`.
 unsafe impl<T: Operations> Sync for Tags<T> {}
 
-impl<T: Operations> Tags<T> {
-    /// The request that `tag` refers to, if `tag` is in range and that request is in flight
-    /// (started and not completed). A device that reports a tag we never issued, or one twice,
-    /// gets `None` instead of another request. Upstream candidate.
-    pub(crate) fn in_flight(&self, tag: u32) -> Option<&Request<T>> {
-        let tags = self.tags.as_ptr();
-        // SAFETY: `tags` is valid for the tag set's life (type invariant); `rqs` has
-        // `nr_tags` entries (`blk_mq_tag_to_rq`, a static inline, does the same).
+/// The request that `tag` refers to, if `tag` is in range and that request is in flight
+/// (started and not completed). A device that reports a tag we never issued, or one twice,
+/// gets `None` instead of another request.
+///
+/// # Safety
+///
+/// `tags` are the tags of a hardware queue of a tag set created for `T`, valid for `'r`.
+#[inline]
+unsafe fn in_flight<'r, T: Operations>(
+    tags: NonNull<bindings::blk_mq_tags>,
+    tag: u32,
+) -> Option<&'r Request<T>> {
+    let tags = tags.as_ptr();
+    {
+        // SAFETY: `tags` is valid (the caller's contract); `rqs` has `nr_tags` entries
+        // (`blk_mq_tag_to_rq`, a static inline, does the same).
         let rq = unsafe {
             if tag >= (*tags).nr_tags {
                 return None;
@@ -368,7 +377,58 @@ impl<T: Operations> Tags<T> {
         if state != bindings::mq_rq_state_MQ_RQ_IN_FLIGHT {
             return None;
         }
-        // SAFETY: `rq` is a live request of a tag set created for `T`.
+        // SAFETY: `rq` is a live request of a tag set created for `T`, which lives for `'r`.
         Some(unsafe { Request::from_raw(rq) })
+    }
+}
+
+/// A hardware queue's [`Tags`], set once when blk-mq attaches them ([`Operations::init_queue`])
+/// and looked up on every completion. Upstream candidate.
+///
+/// `SetOnce<Tags<T>>` would do, but its read is an acquire load through an out-of-line LKMM
+/// helper call on every completion; this is a core atomic pointer, whose acquire load is a
+/// plain load on x86 and an `ldar` on arm64, as `READ_ONCE` plus a barrier would be.
+///
+/// # Invariants
+///
+/// `tags` is null or the pointer of a [`Tags<T>`] (so it keeps that type's invariant).
+pub(crate) struct QueueTags<T: Operations> {
+    tags: AtomicPtr<bindings::blk_mq_tags>,
+    _p: PhantomData<T>,
+}
+
+impl<T: Operations> QueueTags<T> {
+    /// No tags yet. Upstream candidate.
+    pub(crate) const fn new() -> Self {
+        // INVARIANT: null.
+        Self {
+            tags: AtomicPtr::new(core::ptr::null_mut()),
+            _p: PhantomData,
+        }
+    }
+
+    /// Sets the tags; keeps the first ones if already set (every namespace's request queue
+    /// of one tag set brings the same tags). Upstream candidate.
+    pub(crate) fn set(&self, tags: Tags<T>) {
+        // INVARIANT: the pointer of a `Tags<T>`.
+        let _ = self.tags.compare_exchange(
+            core::ptr::null_mut(),
+            tags.tags.as_ptr(),
+            Ordering::Release,
+            Ordering::Relaxed,
+        );
+    }
+
+    /// The request that `tag` refers to, if `tag` is in range and that request is in flight
+    /// (started and not completed); `None` before the tags are set. A device that reports a
+    /// tag we never issued, or one twice, gets `None` instead of another request. Upstream
+    /// candidate.
+    #[inline]
+    pub(crate) fn in_flight(&self, tag: u32) -> Option<&Request<T>> {
+        let tags = NonNull::new(self.tags.load(Ordering::Acquire))?;
+        // SAFETY: a non-null pointer here is that of a `Tags<T>` (type invariant), valid for
+        // the tag set's life, which `self` (data of a queue the tag set serves) does not
+        // outlive.
+        unsafe { in_flight(tags, tag) }
     }
 }
