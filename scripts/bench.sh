@@ -2,10 +2,11 @@
 # `make bench`: rnvme against the C nvme driver in one VM, on identical emulated
 # controllers, with null_blk beside both as the block layer's ceiling.
 #
-# Builds what is missing (toolchain, base kernel, rnvme.ko), boots one VM with six NVMe
-# controllers (two null-co ones per driver, one per driver backed by an image in the
-# host's tmpfs), runs qemu/guest/bench.sh there (the fio jobs in bench/, interleaved C,
-# Rust, null_blk, REPS times) and prints the table (scripts/bench_report.py).
+# Builds what is missing (toolchain, base kernel, rnvme.ko), boots one VM with ten NVMe
+# controllers (three null-co ones per driver, two per driver backed by images in the
+# host's tmpfs, one of them with its writes throttled), runs qemu/guest/bench.sh there (the
+# fio jobs in bench/, dd, bonnie++ and dbench on ext4 and XFS, interleaved C, Rust,
+# null_blk, REPS times) and prints the tables (scripts/bench_report.py).
 #
 #   BENCH_REPS=5         repetitions (at least 5 for the published table)
 #   BENCH_RUNTIME=2      seconds per fio run
@@ -13,21 +14,34 @@
 #   BENCH_OUT=out/bench  where the console log, JSON, table and plot go
 #   BENCH_PUBLISH=1      also copy the table and plot to bench/results/ and into README.md
 #   BENCH_RNVME_ARGS=    extra rnvme module parameters (to measure an option against C)
+#   BENCH_COST_ONLY=1    only the counted cost per I/O (the cost VM, a few minutes)
+#   BENCH_ONLY=REGEX     only the workloads REGEX matches, no cost VM (to try one out)
+#   BENCH_COST_IOS=20000 reads per driver and repetition in the cost VM
+#   BENCH_KERNEL=base    the guest kernel: base, or inline (helpers inlined, clang-22)
 . "$(dirname "$0")/common.sh"
 
-OUT=${BENCH_OUT:-$RNVME_ROOT/out/bench}
+# The guest kernel: base (the default, what rnvme is judged on) or inline
+# (CONFIG_RUST_INLINE_HELPERS, built by clang-22; built on first use, ~17 min).
+KFLAVOUR=${BENCH_KERNEL:-base}
+case $KFLAVOUR in base | inline) ;; *) die "BENCH_KERNEL=$KFLAVOUR: base or inline" ;; esac
+
+OUT=${BENCH_OUT:-$RNVME_ROOT/out/bench$([ "$KFLAVOUR" = base ] || echo "-$KFLAVOUR")}
 REPS=${BENCH_REPS:-5}
 RUNTIME=${BENCH_RUNTIME:-2}
-GUEST_ENV="REPS=$REPS RUNTIME=$RUNTIME"
+# The throttled disks' write limit (MB/s): synchronous writes must never report more.
+THROTTLE_MBPS=8
+GUEST_ENV="REPS=$REPS RUNTIME=$RUNTIME THROTTLE_MBPS=$THROTTLE_MBPS"
 if [ -n "${BENCH_QUICK:-}" ]; then
 	REPS=${BENCH_REPS:-2}
 	GUEST_ENV="REPS=$REPS RUNTIME=1 COST_IOS=5000 QD_POINTS='1 8 64' BS_POINTS='4k 128k'"
+	GUEST_ENV="$GUEST_ENV PERF_N='16 64' FS_SECONDS=5 THROTTLE_MBPS=$THROTTLE_MBPS"
 fi
 [ -z "${BENCH_RNVME_ARGS:-}" ] || GUEST_ENV="$GUEST_ENV RNVME_ARGS='$BENCH_RNVME_ARGS'"
+[ -z "${BENCH_ONLY:-}" ] || GUEST_ENV="$GUEST_ENV ONLY='$BENCH_ONLY'"
 mkdir -p "$OUT"
 
 say "building rnvme for the base (non-debug) kernel"
-make -s -C "$RNVME_ROOT" module FLAVOUR=base >"$OUT/build.log" 2>&1 ||
+make -s -C "$RNVME_ROOT" module FLAVOUR="$KFLAVOUR" >"$OUT/build.log" 2>&1 ||
 	die "build failed: $(tail -5 "$OUT/build.log")"
 
 # The tmpfs images: QEMU's file I/O in the path, but no disk.
@@ -38,58 +52,83 @@ trap 'rm -rf "$SHM"' EXIT
 
 cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')
 qemu=$(qemu-system-x86_64 --version | head -1)
-kver=$(make -s -C "$("$RNVME_ROOT/scripts/kdir.sh" base)" kernelversion 2>/dev/null || echo "?")
-MACHINE="$(nproc) host cores ($cpu), $(($(grep MemTotal /proc/meminfo | awk '{print $2}') / 1048576)) GiB; $qemu, TCG, $(nproc) vCPUs; guest kernel $kver"
+kver=$(make -s -C "$("$RNVME_ROOT/scripts/kdir.sh" "$KFLAVOUR")" kernelversion 2>/dev/null || echo "?")
+MACHINE="$(nproc) host cores ($cpu), $(($(grep MemTotal /proc/meminfo | awk '{print $2}') / 1048576)) GiB; $qemu, TCG, $(nproc) vCPUs; guest kernel $kver ($KFLAVOUR, clang-$(llvm_version "$KFLAVOUR"))"
 say "machine: $MACHINE"
-say "benchmark VM: $REPS repetitions (log: $OUT/console.log)"
-start=$(date +%s)
-rc=0
-"$RNVME_ROOT/qemu/run" --flavour base --quiet --log "$OUT/console.log" --timeout 5400 \
-	--ctrls 6 --image-ctrls 2 --backend null --image-dir "$SHM" --size 1G --mem 3G \
-	-- "$GUEST_ENV sh /guest/bench.sh" >"$OUT/run.log" 2>&1 || rc=$?
-say "VM finished in $(($(date +%s) - start)) s (exit $rc)"
-grep -q RNVME-BENCH-DONE "$OUT/console.log" ||
-	die "the benchmark did not finish: $(tail -5 "$OUT/run.log")"
-[ $rc -eq 0 ] || die "the VM reported problems: $(tail -20 "$OUT/run.log")"
+if [ -z "${BENCH_COST_ONLY:-}" ]; then
+	say "benchmark VM: $REPS repetitions (log: $OUT/console.log)"
+	start=$(date +%s)
+	rc=0
+	"$RNVME_ROOT/qemu/run" --flavour "$KFLAVOUR" --quiet --log "$OUT/console.log" --timeout 5400 \
+		--ctrls 10 --image-ctrls 4 --throttle-ctrls 2 --throttle-write-mbps "$THROTTLE_MBPS" \
+		--backend null --image-dir "$SHM" --size 1G --mem 3G \
+		-- "$GUEST_ENV sh /guest/bench.sh" >"$OUT/run.log" 2>&1 || rc=$?
+	say "VM finished in $(($(date +%s) - start)) s (exit $rc)"
+	grep -q RNVME-BENCH-DONE "$OUT/console.log" ||
+		die "the benchmark did not finish: $(tail -5 "$OUT/run.log")"
+	[ $rc -eq 0 ] || die "the VM reported problems: $(tail -20 "$OUT/run.log")"
+fi
 
 # Cost per I/O with little noise: guest instructions counted by a QEMU TCG plugin, one
-# vCPU (the counters are not atomic), the same reads on each driver.
-mkdir -p "$RNVME_ROOT/out/plugins"
-gcc -O2 -shared -fPIC -Wall -Werror -o "$RNVME_ROOT/out/plugins/icount.so" \
-	"$RNVME_ROOT/qemu/plugins/icount.c" || die "building the icount plugin failed"
-COST_ENV="REPS=$REPS COST_IOS=${BENCH_COST_IOS:-20000}"
-[ -z "${BENCH_QUICK:-}" ] || COST_ENV="REPS=$REPS COST_IOS=5000"
-say "cost VM: 1 vCPU, instructions per I/O (log: $OUT/cost-console.log)"
-start=$(date +%s)
-rc=0
-"$RNVME_ROOT/qemu/run" --flavour base --quiet --log "$OUT/cost-console.log" --timeout 3600 \
-	--ctrls 2 --backend null --size 1G --smp 1 \
-	--extra=-plugin --extra="$RNVME_ROOT/out/plugins/icount.so,out=$OUT/cost-marks.txt" \
-	-- "$COST_ENV sh /guest/cost.sh" >"$OUT/cost-run.log" 2>&1 || rc=$?
-say "cost VM finished in $(($(date +%s) - start)) s (exit $rc)"
-grep -q RNVME-COST-DONE "$OUT/cost-console.log" ||
-	die "the cost run did not finish: $(tail -5 "$OUT/cost-run.log")"
+# vCPU (the counters are not atomic), the same reads on each driver. The null-co
+# namespaces answer after 100 us, so every read sleeps and is woken by its interrupt, as
+# on a real device; the plugin's per-block counts (profile=on) let the report leave out
+# the idle loop and the scheduler (scripts/cost_scope.py).
+COST_ARGS=()
+if [ -z "${BENCH_ONLY:-}" ]; then
+	mkdir -p "$RNVME_ROOT/out/plugins"
+	gcc -O2 -shared -fPIC -Wall -Werror -o "$RNVME_ROOT/out/plugins/icount.so" \
+		"$RNVME_ROOT/qemu/plugins/icount.c" || die "building the icount plugin failed"
+	COST_ENV="REPS=$REPS COST_IOS=${BENCH_COST_IOS:-20000}"
+	[ -z "${BENCH_QUICK:-}" ] || COST_ENV="REPS=$REPS COST_IOS=${BENCH_COST_IOS:-5000}"
+	say "cost VM: 1 vCPU, instructions per I/O (log: $OUT/cost-console.log)"
+	start=$(date +%s)
+	rc=0
+	"$RNVME_ROOT/qemu/run" --flavour "$KFLAVOUR" --quiet --log "$OUT/cost-console.log" \
+		--timeout 3600 --ctrls 2 --backend null --latency-us 100 --size 1G --smp 1 \
+		--extra=-plugin \
+		--extra="$RNVME_ROOT/out/plugins/icount.so,out=$OUT/cost-marks.txt,profile=on" \
+		-- "$COST_ENV sh /guest/cost.sh" >"$OUT/cost-run.log" 2>&1 || rc=$?
+	say "cost VM finished in $(($(date +%s) - start)) s (exit $rc)"
+	grep -q RNVME-COST-DONE "$OUT/cost-console.log" ||
+		die "the cost run did not finish: $(tail -5 "$OUT/cost-run.log")"
+	COST_ARGS=(--cost-console "$OUT/cost-console.log" --cost-marks "$OUT/cost-marks.txt")
+fi
 
 status=0
-python3 "$RNVME_ROOT/scripts/bench_report.py" "$OUT/console.log" --json "$OUT/results.json" \
-	--cost-console "$OUT/cost-console.log" --cost-marks "$OUT/cost-marks.txt" \
+KDIR_K=$("$RNVME_ROOT/scripts/kdir.sh" "$KFLAVOUR")
+if [ -n "${BENCH_COST_ONLY:-}" ]; then
+	set -- --cost-only
+else
+	set -- "$OUT/console.log"
+fi
+python3 "$RNVME_ROOT/scripts/bench_report.py" "$@" --json "$OUT/results.json" "${COST_ARGS[@]}" \
+	--system-map "$KDIR_K/System.map" --kdir "$KDIR_K" --throttle-mbps "$THROTTLE_MBPS" \
 	--markdown "$OUT/table.md" --plot "$OUT/sweeps.png" --machine "$MACHINE" \
 	--command "make bench ($GUEST_ENV)" || status=$?
 echo "$MACHINE" >"$OUT/machine.txt"
 say "results: $OUT/results.json, $OUT/table.md, $OUT/sweeps.png"
 
-if [ -n "${BENCH_PUBLISH:-}" ] && [ $status -eq 0 ]; then
-	mkdir -p "$RNVME_ROOT/bench/results"
-	cp "$OUT/table.md" "$OUT/sweeps.png" "$OUT/machine.txt" "$RNVME_ROOT/bench/results/"
-	python3 - "$RNVME_ROOT/README.md" "$OUT/table.md" "$MACHINE" "$(date -u +%Y-%m-%d)" <<'PY'
+if [ -n "${BENCH_PUBLISH:-}" ] && [ -z "${BENCH_COST_ONLY:-}${BENCH_ONLY:-}" ] && [ $status -eq 0 ]; then
+	# The base kernel's results are the README's main table; the inline kernel's its own.
+	tag=bench
+	[ "$KFLAVOUR" = base ] || tag=bench-$KFLAVOUR
+	results=bench/results$([ "$KFLAVOUR" = base ] || echo "-$KFLAVOUR")
+	mkdir -p "$RNVME_ROOT/$results"
+	cp "$OUT/table.md" "$OUT/sweeps.png" "$OUT/machine.txt" "$RNVME_ROOT/$results/"
+	python3 - "$RNVME_ROOT/README.md" "$OUT/table.md" "$MACHINE" "$(date -u +%Y-%m-%d)" \
+		"$tag" "$results" "make bench$([ "$KFLAVOUR" = base ] || echo " BENCH_KERNEL=$KFLAVOUR")" <<'PY'
 import re, sys
-readme, table, machine, day = sys.argv[1:]
+readme, table, machine, day, tag, results, command = sys.argv[1:]
 text = open(readme).read()
-block = (f"<!-- bench-begin -->\nMeasured {day} on {machine}, with `make bench`.\n\n"
-         + open(table).read() + "\n![sweeps](bench/results/sweeps.png)\n<!-- bench-end -->")
-new, n = re.subn(r"<!-- bench-begin -->.*<!-- bench-end -->", lambda m: block, text, flags=re.S)
+block = (f"<!-- {tag}-begin -->\nMeasured {day} on {machine}, with `{command}`.\n\n"
+         + open(table).read() + f"\n![sweeps]({results}/sweeps.png)\n<!-- {tag}-end -->")
+new, n = re.subn(f"<!-- {tag}-begin -->.*<!-- {tag}-end -->", lambda m: block, text, flags=re.S)
 if n:
     open(readme, "w").write(new)
+else:
+    print(f"README.md has no <!-- {tag}-begin --> block: table not published there",
+          file=sys.stderr)
 PY
 	say "published to bench/results/ and README.md"
 fi

@@ -22,6 +22,8 @@ import statistics
 import subprocess
 import sys
 
+import cost_scope
+
 DRIVERS = ("nvme", "rnvme", "null_blk")
 # Metrics: key, title, unit, better ("hi" or "lo").
 METRICS = (
@@ -32,6 +34,21 @@ METRICS = (
     ("cpu_per_io", "guest CPU per I/O", "us", "lo"),
 )
 USER_HZ = 100
+# Filesystem workloads' metrics (bonnie++, dbench): key, title, unit; all higher is better.
+FS_METRICS = (
+    ("seq_out", "block output", "MB/s"),
+    ("seq_in", "block input", "MB/s"),
+    ("seeks", "random seeks", "/s"),
+    ("throughput", "throughput", "MB/s"),
+)
+
+
+def size_bytes(text):
+    """dd's block size argument (4k, 128k, 1M) in bytes."""
+    m = re.fullmatch(r"(\d+)([kKmM]?)", text)
+    if not m:
+        raise ValueError(text)
+    return int(m.group(1)) * {"": 1, "k": 1024, "K": 1024, "m": 1 << 20, "M": 1 << 20}[m.group(2)]
 
 
 def parse_console(path):
@@ -42,7 +59,7 @@ def parse_console(path):
     with open(path, errors="replace") as f:
         lines = [l.rstrip("\r\n") for l in f]
     for line in lines:
-        m = re.search(r"RNVME-BENCH-(RUN|CPU|DD) (\S+) (\S+) (\d+)(.*)$", line)
+        m = re.search(r"RNVME-BENCH-(RUN|CPU|DD|FS) (\S+) (\S+) (\d+)(.*)$", line)
         if m:
             kind, wl, drv, rep, rest = m.groups()
             key = (wl, drv, int(rep))
@@ -56,13 +73,19 @@ def parse_console(path):
             elif kind == "DD":
                 try:
                     nbytes, secs = int(vals[0]), float(vals[1])
+                    bs = size_bytes(vals[2]) if len(vals) > 2 else 1 << 20
                 except (ValueError, IndexError):
                     s["rc"], s["error"] = 1, "dd failed: " + rest.strip()
                     continue
                 s["rc"] = 0
                 s["bw"] = nbytes / secs / 1e6
-                s["iops"] = nbytes / 1048576 / secs
-                s["ios"] = nbytes // 1048576
+                s["iops"] = nbytes / bs / secs
+                s["ios"] = nbytes // bs
+            elif kind == "FS":
+                try:
+                    s.setdefault("fs", {})[vals[0]] = float(vals[1])
+                except (ValueError, IndexError):
+                    s["error"] = "unreadable result: " + rest.strip()
             continue
         if "RNVME-BENCH-JSON-BEGIN" in line:
             b64 = []
@@ -93,6 +116,7 @@ def fio_metrics(data):
         "bw": (r["bw_bytes"] + w["bw_bytes"]) / 1e6,
         "ios": r["total_ios"] + w["total_ios"],
         "fio_error": job.get("error", 0),
+        "seconds": job.get("job_runtime", 0) / 1000.0,
     }
     side = r if r["total_ios"] else w
     pct = side.get("clat_ns", {}).get("percentile", {})
@@ -102,8 +126,10 @@ def fio_metrics(data):
     return out
 
 
-def parse_cost(console, marks):
-    """Instructions per I/O from the icount plugin's marks, paired with the guest's runs."""
+def parse_cost(console, marks, system_map=None, kdir=None):
+    """Instructions per I/O from the icount plugin's marks, paired with the guest's runs:
+    the kernel total, and (with the plugin's per-block counts, System.map and the kernel
+    build) the part in the driver path's scope (scripts/cost_scope.py)."""
     runs = []
     with open(console, errors="replace") as f:
         for line in f:
@@ -119,39 +145,65 @@ def parse_cost(console, marks):
             m = re.match(r"mark \d+ kernel (\d+) user (\d+)", line)
             if m:
                 counts.append((int(m.group(1)), int(m.group(2))))
+    sections, symbols, out_names = None, None, None
+    if system_map and kdir:
+        sections = cost_scope.read_sections(marks)
+        symbols = cost_scope.Symbols(system_map)
+        out_names = cost_scope.out_of_scope_names(kdir)
     out = []
     for run in runs:
         n = run[0]
-        if len(run) < 5 or len(counts) < 2 * n:
+        # Repetition 0 is the warm-up (qemu/guest/cost.sh).
+        if len(run) < 5 or len(counts) < 2 * n or run[2] == 0:
             continue
         (k0, u0), (k1, u1) = counts[2 * n - 2], counts[2 * n - 1]
         ios = run[3]
-        out.append({"driver": run[1], "rep": run[2], "ios": ios, "seconds": run[4],
-                    "kernel_insns_per_io": (k1 - k0) / ios, "user_insns_per_io": (u1 - u0) / ios})
+        sample = {"driver": run[1], "rep": run[2], "ios": ios, "seconds": run[4],
+                  "kernel_insns_per_io": (k1 - k0) / ios, "user_insns_per_io": (u1 - u0) / ios}
+        if sections is not None and len(sections) >= 2 * n:
+            funcs = cost_scope.per_function(sections[2 * n - 1], symbols)
+            inside, outside = cost_scope.split(funcs, out_names)
+            sample["path_insns_per_io"] = inside / ios
+            sample["sched_idle_insns_per_io"] = outside / ios
+        out.append(sample)
     return out
 
 
+COST_FIGURES = (
+    ("path_insns_per_io", "driver path: kernel instructions per 4k read, less idle, "
+     "scheduler, timers (QD1)"),
+    ("kernel_insns_per_io", "all guest kernel instructions per 4k read (QD1)"),
+)
+
+
 def cost_table(cost):
-    """Rows of the cost table: per driver median and spread, and the rnvme/nvme ratio."""
-    by = {}
-    for c in cost:
-        by.setdefault(c["driver"], {})[c["rep"]] = c["kernel_insns_per_io"]
-    rows = [["guest kernel instructions per 4k read (QD1)", "median", "spread (max-min)/median",
-             "reps"]]
-    for d in DRIVERS:
-        vals = list(by.get(d, {}).values())
-        if vals:
-            med = statistics.median(vals)
-            rows.append([d, f"{med:.0f}", f"{(max(vals) - min(vals)) / med * 100:.2f}%",
-                         str(len(vals))])
-    c, r = by.get("nvme", {}), by.get("rnvme", {})
-    pairs = [r[k] / c[k] for k in sorted(set(c) & set(r))]
+    """Rows of the cost table: per figure and driver the median and spread, and the
+    rnvme/nvme ratio. The ratio returned is the first figure's (the driver path's) when
+    the samples have it."""
+    rows = [["counted cost", "median", "spread (max-min)/median", "reps"]]
     ratio = None
-    if pairs:
-        med, lo, hi = bootstrap_median(pairs)
-        ratio = {"median": med, "lo": lo, "hi": hi, "samples": pairs}
-        rows.append(["rnvme / nvme", f"{med:.3f}", f"[{lo:.3f}-{hi:.3f}] 95% interval",
-                     str(len(pairs))])
+    for key, title in COST_FIGURES:
+        by = {}
+        for c in cost:
+            if key in c:
+                by.setdefault(c["driver"], {})[c["rep"]] = c[key]
+        if not by:
+            continue
+        rows.append([title, "", "", ""])
+        for d in DRIVERS:
+            vals = list(by.get(d, {}).values())
+            if vals:
+                med = statistics.median(vals)
+                rows.append([f"  {d}", f"{med:.0f}", f"{(max(vals) - min(vals)) / med * 100:.2f}%",
+                             str(len(vals))])
+        c, r = by.get("nvme", {}), by.get("rnvme", {})
+        pairs = [r[k] / c[k] for k in sorted(set(c) & set(r))]
+        if pairs:
+            med, lo, hi = bootstrap_median(pairs)
+            if ratio is None:
+                ratio = {"figure": key, "median": med, "lo": lo, "hi": hi, "samples": pairs}
+            rows.append(["  rnvme / nvme", f"{med:.3f}", f"[{lo:.3f}-{hi:.3f}] 95% interval",
+                         str(len(pairs))])
     return rows, ratio
 
 
@@ -172,6 +224,9 @@ def summarise(samples):
             by.setdefault(s["workload"], {}).setdefault(s["driver"], {})[s["rep"]] = s
     summary = {}
     for wl, drivers in by.items():
+        if any("fs" in s for reps in drivers.values() for s in reps.values()):
+            summary[wl] = summarise_fs(wl, drivers)
+            continue
         row = {"workload": wl, "median": {}, "ratio": {}}
         for d, reps in drivers.items():
             row["median"][d] = {
@@ -190,17 +245,82 @@ def summarise(samples):
     return summary
 
 
+def summarise_fs(wl, drivers):
+    """A filesystem workload's medians and rnvme/nvme ratios, per FS_METRICS metric."""
+    row = {"workload": wl, "fs": True, "median": {}, "ratio": {}, "samples": {}}
+    for d, reps in drivers.items():
+        row["median"][d] = {}
+        for m, *_ in FS_METRICS:
+            vals = [s["fs"][m] for s in reps.values() if m in s.get("fs", {})]
+            if vals:
+                row["median"][d][m] = statistics.median(vals)
+                row["samples"].setdefault(d, {})[m] = vals
+        row["median"][d]["reps"] = len(reps)
+    c, r = drivers.get("nvme", {}), drivers.get("rnvme", {})
+    for m, *_ in FS_METRICS:
+        pairs = [r[k]["fs"][m] / c[k]["fs"][m] for k in sorted(set(c) & set(r))
+                 if m in c[k].get("fs", {}) and m in r[k].get("fs", {}) and c[k]["fs"][m] > 0]
+        if pairs:
+            med, lo, hi = bootstrap_median(pairs)
+            row["ratio"][m] = {"median": med, "lo": lo, "hi": hi, "samples": pairs}
+    return row
+
+
+def fs_table(summary):
+    """Rows of the filesystem table: one per workload and metric."""
+    rows = [["filesystem workload", "metric", "nvme", "rnvme", "null_blk", "r/c"]]
+    for wl in sorted(w for w in summary if summary[w].get("fs")):
+        row = summary[wl]
+        for m, title, unit in FS_METRICS:
+            if not any(m in v for v in row["median"].values()):
+                continue
+            get = lambda d: row["median"].get(d, {}).get(m)
+            rows.append([wl, f"{title} ({unit})"] + [fmt_num(get(d), "bw") for d in DRIVERS]
+                        + [fmt_ratio(row["ratio"].get(m), "hi")])
+    return rows
+
+
+def throttle_check(samples, limit_mbps):
+    """Rows saying whether synchronous writes on the throttled disks stayed within the
+    throttle (a rate above it means a flush or FUA was not honoured), and the failures."""
+    rows = [["throttled workload", "driver", "MB/s (closest to the limit)",
+             f"limit {limit_mbps:g} MB/s"]]
+    failed = []
+    by = {}
+    for s in samples:
+        if "throttled" in s["workload"] and s.get("rc") == 0:
+            v = s.get("fs", {}).get("throughput", s.get("bw"))
+            secs = s.get("fs", {}).get("seconds", s.get("seconds", 0))
+            if v is not None and secs > 0:
+                # QEMU's throttle lets a tenth of a second's worth through at once, and
+                # admits a request whenever its bucket has room: the most a run of `secs`
+                # can show is limit * (1 + 0.1 / secs), plus 5% for the last request.
+                allowed = limit_mbps * (1 + 0.1 / secs) * 1.05
+                by.setdefault((s["workload"], s["driver"]), []).append((v / allowed, v))
+    for (wl, d), vals in sorted(by.items()):
+        worst, v = max(vals)
+        ok = worst <= 1.0
+        rows.append([wl, d, f"{v:.2f}", "within" if ok else "EXCEEDED"])
+        if not ok:
+            failed.append({"workload": wl, "driver": d, "rep": 0,
+                           "error": f"{v:.2f} MB/s over the {limit_mbps} MB/s throttle"})
+    return rows, failed
+
+
 def order_key(wl):
     fixed = ["randread-4k-qd1", "randread-4k-qd1-poll", "randread-4k-qd32", "randwrite-4k-qd32",
              "seqread-128k-qd8",
              "seqwrite-128k-qd8", "seqread-512k-qd4", "dd-1m", "aggregate-2ctrl",
-             "tmpfs-randrw-4k-qd32", "cost-qd1"]
+             "tmpfs-randrw-4k-qd32", "randread-512-32jobs-3ctrl", "cost-qd1"]
     if wl in fixed:
         return (0, fixed.index(wl), 0)
     m = re.match(r"sweep-(qd|bs)-(\d+)(k?)", wl)
     if m:
         return (1 if m.group(1) == "qd" else 2, 0, int(m.group(2)))
-    return (3, 0, 0)
+    m = re.match(r"(perftest|dd)-(\d+)k(?:-(\d+))?$", wl)
+    if m:
+        return (3, int(m.group(2)), int(m.group(3) or 0))
+    return (4, 0, 0)
 
 
 def fmt_num(v, metric):
@@ -226,7 +346,7 @@ def table(summary):
     head = ["workload", "IOPS nvme", "IOPS rnvme", "IOPS null_blk", "MB/s rnvme",
             "IOPS r/c", "MB/s r/c", "p50 r/c", "p99 r/c", "CPU/IO r/c"]
     rows = [head]
-    for wl in sorted(summary, key=order_key):
+    for wl in sorted((w for w in summary if not summary[w].get("fs")), key=order_key):
         row = summary[wl]
         med = row["median"]
         get = lambda d, m: med.get(d, {}).get(m)
@@ -320,21 +440,30 @@ unset multiplot
 def main():
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("console", help="console log of the benchmark VM")
+    p.add_argument("console", nargs="?", help="console log of the benchmark VM")
     p.add_argument("--json", help="write every sample and the summary here")
     p.add_argument("--markdown", help="write the table as Markdown here")
     p.add_argument("--plot", help="write the sweep plot here (.png or .svg)")
     p.add_argument("--cost-console", help="console log of the cost VM (qemu/guest/cost.sh)")
     p.add_argument("--cost-marks", help="the icount plugin's marks file")
+    p.add_argument("--system-map", help="the guest kernel's System.map (driver path figure)")
+    p.add_argument("--kdir", help="the guest kernel's build directory (driver path figure)")
+    p.add_argument("--cost-only", action="store_true", help="no fio results: the cost table")
+    p.add_argument("--throttle-mbps", type=float, default=8,
+                   help="the write throttle of the *-throttled workloads' disks")
     p.add_argument("--machine", default="", help="one line describing the machine")
     p.add_argument("--command", default="make bench", help="the command that made this")
     a = p.parse_args()
 
-    samples = parse_console(a.console)
-    if not samples:
-        sys.exit("bench_report: no benchmark results in " + a.console)
+    samples, summary, rows = [], {}, None
+    if not a.cost_only:
+        if not a.console:
+            sys.exit("bench_report: give the benchmark VM's console log (or --cost-only)")
+        samples = parse_console(a.console)
+        if not samples:
+            sys.exit("bench_report: no benchmark results in " + a.console)
+        summary = summarise(samples)
     failed = [s for s in samples if s.get("rc", 1) != 0 or "error" in s]
-    summary = summarise(samples)
     for wl, row in summary.items():
         raw = {}
         for s in samples:
@@ -343,16 +472,27 @@ def main():
                     if m in s:
                         raw.setdefault(s["driver"], {}).setdefault(m, []).append(s[m])
         row["_raw"] = raw
-    rows = table(summary)
-    print()
-    print_table(rows)
-    print()
-    print("r/c: rnvme / nvme, median of the per-repetition ratios [95% bootstrap interval];")
-    print("     IOPS and MB/s: higher is better; latency and CPU per I/O: lower is better;")
-    print("     '!' marks a ratio whose interval is entirely on the wrong side of 1.00.")
+    if summary:
+        rows = table(summary)
+        print()
+        print_table(rows)
+        print()
+        print("r/c: rnvme / nvme, median of the per-repetition ratios [95% bootstrap interval];")
+        print("     IOPS and MB/s: higher is better; latency and CPU per I/O: lower is better;")
+        print("     '!' marks a ratio whose interval is entirely on the wrong side of 1.00.")
+    fs_rows, throttle_rows = None, None
+    if any(r.get("fs") for r in summary.values()):
+        fs_rows = fs_table(summary)
+        print()
+        print_table(fs_rows)
+    if any("throttled" in s["workload"] for s in samples):
+        throttle_rows, over = throttle_check(samples, a.throttle_mbps)
+        failed += over
+        print()
+        print_table(throttle_rows)
     cost, cost_rows, cost_ratio = [], None, None
     if a.cost_console and a.cost_marks:
-        cost = parse_cost(a.cost_console, a.cost_marks)
+        cost = parse_cost(a.cost_console, a.cost_marks, a.system_map, a.kdir)
         if cost:
             cost_rows, cost_ratio = cost_table(cost)
             print()
@@ -373,11 +513,18 @@ def main():
                       f, indent=1, sort_keys=True)
     if a.markdown:
         with open(a.markdown, "w") as f:
-            f.write(markdown(rows) + "\n")
+            if rows:
+                f.write(markdown(rows) + "\n\n")
+            if fs_rows:
+                f.write(markdown(fs_rows) + "\n\n")
+            if throttle_rows:
+                f.write("Synchronous writes on disks QEMU throttles (a rate above the limit "
+                        "would mean a flush or FUA was not honoured):\n\n"
+                        + markdown(throttle_rows) + "\n\n")
             if cost_rows:
-                f.write("\nCost per I/O, counted (QEMU TCG plugin, guest kernel instructions "
+                f.write("Cost per I/O, counted (QEMU TCG plugin, guest kernel instructions "
                         "per 4 KiB read at QD1, 1 vCPU):\n\n" + markdown(cost_rows) + "\n")
-    if a.plot:
+    if a.plot and any(wl.startswith("sweep-") for wl in summary):
         if plot(summary, a.plot):
             print(f"plot: {a.plot}")
     sys.exit(1 if failed else 0)

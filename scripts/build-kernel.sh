@@ -4,15 +4,20 @@
 # build directory (the KDIR for out-of-tree modules). A second run with
 # nothing changed returns at once.
 #
-#   scripts/build-kernel.sh [base|debug]
+#   scripts/build-kernel.sh [base|debug|inline]
+#
+# inline: the base kernel with CONFIG_RUST_INLINE_HELPERS, built by clang-22 (the LLVM of
+# rustc), for `make bench`/`make profile` to compare with (not used by `make test`).
 . "$(dirname "$0")/common.sh"
 
 FLAVOUR=${1:-${RNVME_FLAVOUR:-base}}
 case $FLAVOUR in
 base) FRAGMENTS=(base.config) ;;
 debug) FRAGMENTS=(base.config debug.config) ;;
-*) die "unknown kernel flavour '$FLAVOUR' (base or debug)" ;;
+inline) FRAGMENTS=(base.config inline.config) ;;
+*) die "unknown kernel flavour '$FLAVOUR' (base, debug or inline)" ;;
 esac
+use_llvm_of "$FLAVOUR"
 
 SRC=$("$RNVME_ROOT/scripts/fetch-kernel.sh")
 KVER=$(make -s -C "$SRC" kernelversion 2>/dev/null) || die "cannot read the version of $SRC"
@@ -21,8 +26,8 @@ key=$({
 	echo "$SRC $KVER"
 	for f in "${FRAGMENTS[@]}"; do cat "$RNVME_ROOT/scripts/config/$f"; done
 	"$RUSTC" --version
-	clang-19 --version | head -1
-	bindgen --version
+	"clang-$LLVM_VERSION" --version | head -1
+	"$BINDGEN_ROOT/bin/bindgen" --version
 } | sha256sum | cut -c1-12)
 OUT=$RNVME_CACHE/kernel/$KVER-$FLAVOUR-$key
 

@@ -20,8 +20,31 @@ export PATH=$BINDGEN_ROOT/bin:$PATH:$HOME/.cargo/bin:/usr/bin
 JOBS=${JOBS:-$(($(nproc) + 1))}
 
 # Arguments every kernel (and out-of-tree module) make invocation needs.
+# The C compiler's LLVM for a kernel flavour: Debian 12's clang-19 for the test kernels;
+# for `inline` (CONFIG_RUST_INLINE_HELPERS) clang-22 from bookworm-security, whose LLVM is
+# rustc-web's, as inlining C helpers into Rust by LTO needs.
+llvm_version() {
+	case ${1:-base} in
+	inline) echo 22 ;;
+	*) echo 19 ;;
+	esac
+}
+
+# Selects the LLVM of a kernel flavour for this script: bindgen's libclang too, and a
+# bindgen that reads libclang 22 correctly (>= 0.72.1: older ones lay out some structs as
+# opaque blobs; the kernel's own check warns, citing rust-bindgen PR 3278).
+use_llvm_of() {
+	LLVM_VERSION=$(llvm_version "$1")
+	export LIBCLANG_PATH=/usr/lib/llvm-$LLVM_VERSION/lib
+	if [ "$LLVM_VERSION" -ge 22 ]; then
+		BINDGEN_VERSION=0.72.1
+		BINDGEN_ROOT=$RNVME_CACHE/bindgen-$BINDGEN_VERSION
+	fi
+}
+LLVM_VERSION=19
+
 kmake_args() {
-	echo "LLVM=-19 RUSTC=$RUSTC RUSTDOC=$RUSTDOC BINDGEN=$BINDGEN_ROOT/bin/bindgen"
+	echo "LLVM=-$LLVM_VERSION RUSTC=$RUSTC RUSTDOC=$RUSTDOC BINDGEN=$BINDGEN_ROOT/bin/bindgen"
 }
 
 say() { printf '[rnvme] %s\n' "$*" >&2; }

@@ -2,7 +2,7 @@
 # Prints the kernel build directory to build rnvme against: $KDIR if set (checked), else the
 # cached test kernel of the requested flavour, set up and built first if missing.
 #
-#   scripts/kdir.sh [base|debug]
+#   scripts/kdir.sh [base|debug|inline]
 . "$(dirname "$0")/common.sh"
 
 if [ -n "${KDIR:-}" ]; then
@@ -12,5 +12,5 @@ if [ -n "${KDIR:-}" ]; then
 	echo "$KDIR"
 	exit 0
 fi
-"$RNVME_ROOT/scripts/setup-toolchain.sh"
+"$RNVME_ROOT/scripts/setup-toolchain.sh" "${1:-${RNVME_FLAVOUR:-base}}"
 "$RNVME_ROOT/scripts/build-kernel.sh" "${1:-${RNVME_FLAVOUR:-base}}"

@@ -6,6 +6,7 @@
 . "$(dirname "$0")/common.sh"
 flavour=${1:?flavour}
 shift
+use_llvm_of "$flavour"
 kdir=$("$RNVME_ROOT/scripts/kdir.sh" "$flavour")
 out=$RNVME_ROOT/out/$flavour
 mkdir -p "$out"

@@ -2,6 +2,8 @@
 # Installs what building and testing rnvme needs, from the system's own Debian
 # sources (never another suite: mixing in trixie or sid half-upgrades libc),
 # plus bindgen-cli from crates.io. Idempotent: a second run only checks.
+#
+#   scripts/setup-toolchain.sh [FLAVOUR]   (inline also needs clang-22 and its kin)
 . "$(dirname "$0")/common.sh"
 
 # Host packages: kernel Rust toolchain, kernel build tools, QEMU, guest tools.
@@ -9,8 +11,12 @@ PKGS=(
 	rustc-web rust-web-src rust-web-clippy cargo-web clang-19 lld-19 llvm-19 libclang-19-dev
 	flex bison bc libelf-dev libssl-dev cpio kmod make gcc libc6-dev linux-libc-dev xz-utils
 	qemu-system-x86 busybox-static fio nvme-cli e2fsprogs util-linux
-	python3 gnuplot-nox
+	python3 gnuplot-nox xfsprogs bonnie++ dbench
 )
+# The inline kernel's C compiler: LLVM 22 as rustc-web's (bookworm-security has it).
+if [ "${1:-base}" = inline ]; then
+	PKGS+=(clang-22 lld-22 llvm-22 libclang-22-dev)
+fi
 
 missing_pkgs() {
 	local p
@@ -57,6 +63,7 @@ install_bindgen() {
 	cargo install -q bindgen-cli --version "$BINDGEN_VERSION" --locked --root "$BINDGEN_ROOT"
 }
 
+use_llvm_of "${1:-base}"
 install_pkgs
 check_rustc
 install_bindgen
