@@ -92,9 +92,9 @@ unsafe fn assert_held(ptr: *mut bindings::spinlock_t) {
 #[cfg(not(CONFIG_PREEMPT_RT))]
 pub(crate) struct SpinLockBackend;
 
+#[cfg(not(CONFIG_PREEMPT_RT))]
 // SAFETY: the kernel's `spinlock_t` gives mutual exclusion; `lock` and `unlock` are
 // `spin_lock` and `spin_unlock` as C expands them, `relock` keeps the default.
-#[cfg(not(CONFIG_PREEMPT_RT))]
 unsafe impl Backend for SpinLockBackend {
     type State = bindings::spinlock_t;
     type GuardState = ();
@@ -138,11 +138,11 @@ unsafe impl Backend for SpinLockBackend {
 #[cfg(not(CONFIG_PREEMPT_RT))]
 pub(crate) struct SpinLockIrqSaveBackend;
 
+#[cfg(not(CONFIG_PREEMPT_RT))]
 // SAFETY: the kernel's `spinlock_t` gives mutual exclusion; `lock` disables local interrupts
 // before taking it and `unlock` restores them after releasing it, as C's
 // `spin_lock_irqsave`/`spin_unlock_irqrestore`; `relock` keeps the default (which stores
 // the new flags in the guard).
-#[cfg(not(CONFIG_PREEMPT_RT))]
 unsafe impl Backend for SpinLockIrqSaveBackend {
     type State = bindings::spinlock_t;
     type GuardState = kernel::ffi::c_ulong;
