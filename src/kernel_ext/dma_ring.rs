@@ -20,10 +20,10 @@ use kernel::{
 ///
 /// # Invariants
 ///
-/// `mem` holds `len` entries, `0 < len <= u16::MAX`: every index below `len` is in bounds.
+/// `mem` holds between 1 and `u16::MAX` entries: every `u16` index below its length is in
+/// bounds.
 pub(crate) struct DmaRing<const N: usize> {
     mem: Coherent<[[u32; N]]>,
-    len: u16,
 }
 
 impl<const N: usize> DmaRing<N> {
@@ -33,14 +33,15 @@ impl<const N: usize> DmaRing<N> {
             return Err(EINVAL);
         }
         let mem = Coherent::<[u32; N]>::zeroed_slice(dev, usize::from(len), GFP_KERNEL)?;
-        // INVARIANT: `mem` has `len` entries, and `len` is not 0.
-        Ok(Self { mem, len })
+        // INVARIANT: `mem` has `len` entries, and `len` is a non-zero `u16`.
+        Ok(Self { mem })
     }
 
     /// Number of entries. Upstream candidate.
     #[inline]
     pub(crate) fn len(&self) -> u16 {
-        self.len
+        // At most `u16::MAX` (type invariant).
+        self.mem.len() as u16
     }
 
     /// Bus address of entry 0. Upstream candidate.
@@ -51,11 +52,11 @@ impl<const N: usize> DmaRing<N> {
     /// Pointer to entry `i`, or `None` past the end.
     #[inline(always)]
     fn entry(&self, i: u16) -> Option<*mut [u32; N]> {
-        if i >= self.len {
+        if usize::from(i) >= self.mem.len() {
             return None;
         }
-        // SAFETY: `i < len` and `mem` holds `len` entries (type invariant), so the offset
-        // stays inside the allocation.
+        // SAFETY: `i` is below the number of entries `mem` holds, so the offset stays
+        // inside the allocation.
         Some(unsafe { self.mem.as_mut_ptr().cast::<[u32; N]>().add(usize::from(i)) })
     }
 
