@@ -201,7 +201,7 @@ impl<'b> AdminQueue<'b> {
 
     /// Consumes new completions; called from the interrupt handler or the polling waiter.
     pub(crate) fn process(&self) -> u32 {
-        self.queue.process_completions(|cqe| self.complete(cqe))
+        self.queue.reap_unowned(|cqe| self.complete(cqe))
     }
 
     /// Under the CQ lock.

@@ -215,7 +215,7 @@ impl Operations for NvmeBlk {
         if !q.queue.cq_pending() {
             return 0;
         }
-        let n = q.process();
+        let n = q.poll();
         q.queue.stats.polled(n);
         n
     }
@@ -262,7 +262,8 @@ fn build_command(
             } else {
                 io_opcode::WRITE
             };
-            *cmd = Command::rw(opcode, nsid, slba, nlb, rq.fua());
+            // `cmd` is the zeroed command of `queue_rq`.
+            cmd.set_rw(opcode, nsid, slba, nlb, rq.fua());
             map_data(q, ns, rq, cmd, false)
         }
         ReqOp::WriteZeroes => {

@@ -7,7 +7,10 @@ use crate::{
     admin::AdminQueue,
     blk::NvmeBlk,
     fault::Faults,
-    kernel_ext::block::mq::{CompletionBatch, QueueTags, Tags},
+    kernel_ext::{
+        block::mq::{CompletionBatch, QueueTags, Tags},
+        irq::{IrqContext, IrqKey, VectorHandler},
+    },
     queue::{Queue, ShadowDoorbells},
     regs::Regs,
     spec::{command::io_cid, completion::Completion},
@@ -17,7 +20,7 @@ use kernel::{
     device::Bound,
     dma::Coherent,
     io::io_write,
-    irq::{Handler, IrqReturn},
+    irq::IrqReturn,
     pci,
     prelude::*,
     sync::{
@@ -142,15 +145,31 @@ impl<'b> IoQueue<'b> {
         Ok(())
     }
 
-    /// Consumes new completions: each valid one completes its request. Successful ones are
-    /// ended together once the completion queue lock is dropped.
+    /// Consumes new completions from the queue's interrupt handler: each valid one completes
+    /// its request. Successful ones are ended together at the end.
     #[inline]
+    fn process_in_handler(&self, ctx: &IrqContext) -> u32 {
+        let mut batch = CompletionBatch::new();
+        self.queue
+            .reap_in_handler(ctx, |cqe| self.complete_one(cqe, &mut batch))
+    }
+
+    /// As the interrupt handler does, with the queue's interrupt disabled meanwhile: for a
+    /// missed interrupt and error recovery. May sleep.
     pub(crate) fn process(&self) -> u32 {
         let mut batch = CompletionBatch::new();
         self.queue
-            .process_completions(|cqe| self.complete_one(cqe, &mut batch))
+            .reap_irq_disabled(|cqe| self.complete_one(cqe, &mut batch))
     }
 
+    /// As the interrupt handler does, for a polled queue (blk-mq's poll). Any context.
+    pub(crate) fn poll(&self) -> u32 {
+        let mut batch = CompletionBatch::new();
+        self.queue
+            .reap_unowned(|cqe| self.complete_one(cqe, &mut batch))
+    }
+
+    #[inline(always)]
     fn complete_one(&self, cqe: Completion, batch: &mut CompletionBatch<NvmeBlk>) {
         let (tag, generation) = io_cid::decode(cqe.cid);
         let rq = self.tags.in_flight(tag);
@@ -191,8 +210,8 @@ pub(crate) enum QueueIrq<'b> {
     Io(Arc<IoQueue<'b>>),
 }
 
-impl Handler for QueueIrq<'_> {
-    fn handle(&self) -> IrqReturn {
+impl VectorHandler for QueueIrq<'_> {
+    fn handle(&self, ctx: &IrqContext) -> IrqReturn {
         let n = match self {
             QueueIrq::Admin(a) => {
                 a.queue().stats.interrupt();
@@ -200,7 +219,7 @@ impl Handler for QueueIrq<'_> {
             }
             QueueIrq::Io(q) => {
                 q.queue.stats.interrupt();
-                q.process()
+                q.process_in_handler(ctx)
             }
         };
         if n > 0 {
@@ -209,6 +228,14 @@ impl Handler for QueueIrq<'_> {
             // Nothing for this queue: another one on a shared vector, or another device
             // on a shared INTx line, raised it.
             IrqReturn::None
+        }
+    }
+
+    /// An I/O queue's handler reaps its completion queue without a lock; the admin queue's
+    /// is also reaped by process context waiting for a command, so it keeps its lock.
+    fn bind(&self, key: Option<&IrqKey>) {
+        if let QueueIrq::Io(q) = self {
+            q.queue.bind_cq(key);
         }
     }
 }

@@ -176,9 +176,12 @@ impl<'b> Namespace<'b> {
 
     /// Converts a request's position and length to (first LBA, number of blocks), or `None`
     /// if they are not whole blocks or the count does not fit a command.
+    #[inline]
     pub(crate) fn blocks(&self, sector: u64, bytes: u32) -> Option<(u64, u32)> {
-        let lba_shift = self.lba_shift();
-        let shift = lba_shift - 9;
+        // The block size was checked when the namespace was identified (9..=PAGE_SHIFT);
+        // the masks only tell the compiler the shifts are in range (no overflow checks).
+        let lba_shift = self.lba_shift() & 31;
+        let shift = lba_shift.wrapping_sub(9) & 31;
         let mask = (1u64 << shift) - 1;
         let bs_mask = (1u32 << lba_shift) - 1;
         if sector & mask != 0 || bytes & bs_mask != 0 || bytes == 0 {

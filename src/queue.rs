@@ -14,7 +14,8 @@ use crate::{
     kernel_ext::{
         barrier::{dma_rmb, dma_wmb, mb},
         dma_ring::DmaRing,
-        spinlock::{new_spinlock_direct, new_spinlock_irqsave, SpinLock, SpinLockIrqSave},
+        irq::{IrqCell, IrqContext, IrqKey},
+        spinlock::{new_spinlock_direct, SpinLock},
     },
     regs::{Doorbells, Regs},
     spec::{
@@ -132,9 +133,10 @@ pub(crate) struct Queue<'b> {
     pub(crate) stats: Arc<QueueStats>,
     #[pin]
     sq_state: SpinLock<SqState>,
-    /// Taken by the interrupt handler and, for polled completion, by process context.
+    /// Used without a lock by the interrupt handler bound to it (I/O queues); others
+    /// disable that interrupt first, or find it unbound (admin and polled queues).
     #[pin]
-    cq_state: SpinLockIrqSave<CqState>,
+    cq_state: IrqCell<CqState>,
 }
 
 impl<'b> Queue<'b> {
@@ -178,7 +180,7 @@ impl<'b> Queue<'b> {
                 cq_hint: AtomicU32::new(1 << 16),
                 stats: QueueStats::new()?,
                 sq_state <- new_spinlock_direct!(SqState { tail: 0, rung: 0 }),
-                cq_state <- new_spinlock_irqsave!(CqState { head: 0, phase: true }),
+                cq_state <- IrqCell::new(CqState { head: 0, phase: true }),
             }),
             GFP_KERNEL,
         )
@@ -211,11 +213,9 @@ impl<'b> Queue<'b> {
             return Err(EINVAL);
         }
         self.stats.submitted_locked();
-        sq.tail = if sq.tail + 1 == self.depth {
-            0
-        } else {
-            sq.tail + 1
-        };
+        // `tail < depth <= u16::MAX`: the increment cannot wrap.
+        let next = sq.tail.wrapping_add(1);
+        sq.tail = if next == self.depth { 0 } else { next };
         if ring {
             self.ring_locked(&mut sq);
         }
@@ -267,27 +267,35 @@ impl<'b> Queue<'b> {
             sq.tail = 0;
             sq.rung = 0;
         }
-        let mut cq = self.cq_state.lock();
-        for i in 0..self.depth {
-            self.cq.write_dword::<3>(i, 0);
-        }
-        cq.head = 0;
-        cq.phase = true;
-        self.cq_hint.store(1 << 16, Relaxed);
+        self.cq_state.with_irq_disabled(|cq| {
+            for i in 0..self.depth {
+                self.cq.write_dword::<3>(i, 0);
+            }
+            cq.head = 0;
+            cq.phase = true;
+            self.cq_hint.store(1 << 16, Relaxed);
+        });
         Ok(())
+    }
+
+    /// Gives the completion queue to the interrupt handler of registration `key` (or takes
+    /// it back): from then on that handler reaps it without a lock. May sleep.
+    pub(crate) fn bind_cq(&self, key: Option<&IrqKey>) {
+        self.cq_state.bind(key);
     }
 
     /// Reads the entry at `head` if its phase tag says it is new.
     #[inline(always)]
     fn peek(&self, head: u16, phase: bool) -> Option<Completion> {
-        let dw3 = self.cq.read_dword::<3>(head)?;
-        if (dw3 & (1 << 16) != 0) != phase {
-            return None;
-        }
-        // The rest of the entry may only be read after its phase tag was seen.
-        dma_rmb();
-        let e = self.cq.read(head)?;
-        Some(Completion::from_dwords([e[0], e[1], e[2], dw3]))
+        let e = self.cq.read_if::<3>(head, |dw3| {
+            if (dw3 & (1 << 16) != 0) != phase {
+                return false;
+            }
+            // The rest of the entry may only be read after its phase tag was seen.
+            dma_rmb();
+            true
+        })?;
+        Some(Completion::from_dwords(e))
     }
 
     /// Whether a new completion is waiting, without taking the lock: lets a poller that
@@ -298,25 +306,54 @@ impl<'b> Queue<'b> {
         self.peek(head, phase).is_some()
     }
 
+    /// [`Self::reap`] from the interrupt handler that owns the completion queue (0 from any
+    /// other).
+    #[inline(always)]
+    pub(crate) fn reap_in_handler(&self, ctx: &IrqContext, f: impl FnMut(Completion)) -> u32 {
+        self.cq_state
+            .with_handler(ctx, |st| self.reap::<false>(st, f))
+            .unwrap_or(0)
+    }
+
+    /// [`Self::reap`] in any context, for a completion queue no handler owns (admin and
+    /// polled queues; 0 for another).
+    pub(crate) fn reap_unowned(&self, f: impl FnMut(Completion)) -> u32 {
+        self.cq_state
+            .with_unowned(|st| self.reap::<true>(st, f))
+            .unwrap_or(0)
+    }
+
+    /// [`Self::reap`] with the owning handler's interrupt disabled (a missed interrupt,
+    /// error recovery). May sleep.
+    pub(crate) fn reap_irq_disabled(&self, f: impl FnMut(Completion)) -> u32 {
+        self.cq_state
+            .with_irq_disabled(|st| self.reap::<true>(st, f))
+    }
+
     /// Hands every new completion to `f` and writes the CQ head doorbell once at the end.
-    /// Returns how many entries were consumed.
-    pub(crate) fn process_completions(&self, mut f: impl FnMut(Completion)) -> u32 {
-        let mut st = self.cq_state.lock();
+    /// Returns how many entries were consumed. With `HINT`, updates the copy of the head
+    /// that [`Self::cq_pending`] reads (which only polled queues use; an interrupt handler
+    /// skips it).
+    #[inline(always)]
+    fn reap<const HINT: bool>(&self, st: &mut CqState, mut f: impl FnMut(Completion)) -> u32 {
         let mut n = 0;
         // `head` is always below `depth`, the ring's length, so `peek` only returns `None`
         // for an entry the controller has not posted yet.
         while let Some(cqe) = self.peek(st.head, st.phase) {
-            st.head += 1;
+            // `head < depth <= u16::MAX`: the increment cannot wrap.
+            st.head = st.head.wrapping_add(1);
             if st.head == self.depth {
                 st.head = 0;
                 st.phase = !st.phase;
             }
-            n += 1;
+            n += 1u32;
             f(cqe);
         }
         if n > 0 {
-            self.cq_hint
-                .store(u32::from(st.phase) << 16 | u32::from(st.head), Relaxed);
+            if HINT {
+                self.cq_hint
+                    .store(u32::from(st.phase) << 16 | u32::from(st.head), Relaxed);
+            }
             let mmio = self.need_mmio(1, st.head);
             if mmio {
                 self.regs.ring(self.db.cq, st.head);

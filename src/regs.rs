@@ -94,29 +94,36 @@ impl<'b> Regs<'b> {
         self.write_base(r::ACQ, addr)
     }
 
-    /// Doorbell offsets of queue `qid`, or `EINVAL` if they lie outside the BAR (a controller
-    /// that advertises more queues than its BAR has doorbells for).
+    /// Doorbell registers of queue `qid`, or `EINVAL` if they lie outside the BAR (a
+    /// controller that advertises more queues than its BAR has doorbells for).
     pub(crate) fn doorbells(&self, qid: u16) -> Result<Doorbells> {
         let sq = r::sq_tail_doorbell(qid, self.stride);
         let cq = r::cq_head_doorbell(qid, self.stride);
         if cq + 4 > self.len {
             return Err(EINVAL);
         }
-        Ok(Doorbells { sq, cq })
+        // Both 4-byte aligned (the stride is a multiple of 4) and inside the BAR, whose
+        // size is far below 16 GiB.
+        let dword = |off: usize| u32::try_from(off / 4).map_err(|_| EINVAL);
+        Ok(Doorbells {
+            sq: dword(sq)?,
+            cq: dword(cq)?,
+        })
     }
 
     /// Writes a doorbell obtained from [`Self::doorbells`].
     #[inline]
-    pub(crate) fn ring(&self, offset: usize, value: u16) {
-        // `offset` was range checked by `doorbells`, so this cannot fail; the check here
+    pub(crate) fn ring(&self, dword: u32, value: u16) {
+        // `dword` was range checked by `doorbells`, so this cannot fail; the check here
         // is the BAR's own and costs a compare.
-        let _ = mmio::try_write32(&self.bar, u32::from(value), offset);
+        let _ = mmio::try_write32_dword(&self.bar, u32::from(value), dword);
     }
 }
 
-/// The two doorbell register offsets of one queue pair, validated against the BAR size.
+/// The two doorbell registers of one queue pair (dword indexes into the BAR), validated
+/// against the BAR size.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Doorbells {
-    pub(crate) sq: usize,
-    pub(crate) cq: usize,
+    pub(crate) sq: u32,
+    pub(crate) cq: u32,
 }

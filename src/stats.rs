@@ -2,10 +2,10 @@
 
 //! Per-queue counters, shown in debugfs as `/sys/kernel/debug/rnvme<N>/q<qid>`.
 //!
-//! Counters that one lock already serializes (submissions under the SQ lock, completions
-//! under the CQ lock) are updated with a plain load and store: no atomic read-modify-write
-//! on the I/O path. The others are rare or per interrupt and use `fetch_add`. Readers may
-//! see a count a moment old, which is all a statistic needs.
+//! Counters that one context at a time updates (submissions under the SQ lock, completions
+//! and interrupts by the CQ's one reaper at a time, see `IrqCell`) are updated with a plain
+//! load and store: no atomic read-modify-write on the I/O path. The others are rare and use
+//! `fetch_add`. Readers may see a count a moment old, which is all a statistic needs.
 
 use crate::fault::{Faults, Knob};
 use core::{
@@ -66,7 +66,7 @@ impl QueueStats {
         bump(&self.sq_doorbells, 1);
     }
 
-    /// Under the CQ lock.
+    /// By the CQ's one reaper at a time (see `IrqCell`).
     pub(crate) fn completed_locked(&self, n: u32, doorbell: bool) {
         bump(&self.completed, u64::from(n));
         if doorbell {
@@ -74,13 +74,15 @@ impl QueueStats {
         }
     }
 
-    /// Under the CQ lock.
+    /// By the CQ's one reaper at a time (see `IrqCell`).
     pub(crate) fn error_locked(&self) {
         bump(&self.errors, 1);
     }
 
+    /// From the queue's interrupt handler (a registration's handler never runs twice at
+    /// once).
     pub(crate) fn interrupt(&self) {
-        self.interrupts.fetch_add(1, Relaxed);
+        bump(&self.interrupts, 1);
     }
 
     pub(crate) fn polled(&self, n: u32) {

@@ -78,6 +78,26 @@ pci_command() {
 		dd of="$cfg" bs=1 seek=4 count=2 conv=notrunc 2>/dev/null
 }
 
+# msix_mask PCI 1|0: sets or clears the MSI-X Function Mask of device PCI (Message Control
+# bit 14 of its MSI-X capability): while set, the device's interrupts stay pending. Fails
+# if the device has no MSI-X capability.
+msix_mask() {
+	local cfg=/sys/bus/pci/devices/$1/config off ctl
+	byte() { echo $((0x$(od -An -tx1 -j"$1" -N1 "$cfg" | tr -d ' '))); }
+	off=$(byte 52)
+	while [ "$off" -ne 0 ] && [ "$(byte "$off")" -ne 17 ]; do
+		off=$(byte $((off + 1)))
+	done
+	[ "$off" -ne 0 ] || return 1
+	ctl=$((0x$(od -An -tx2 -j$((off + 2)) -N2 "$cfg" | tr -d ' ')))
+	if [ "$2" -eq 1 ]; then ctl=$((ctl | 0x4000)); else ctl=$((ctl & ~0x4000)); fi
+	printf "\\$(printf %03o $((ctl & 0xff)))\\$(printf %03o $((ctl >> 8)))" |
+		dd of="$cfg" bs=1 seek=$((off + 2)) count=2 conv=notrunc 2>/dev/null
+}
+
+# Centiseconds since boot.
+uptime_cs() { awk '{ printf "%d", $1 * 100 }' /proc/uptime; }
+
 # Identify lines rnvme logged since the ring buffer was last cleared.
 identify_lines() { dmesg | grep -E 'rnvme[0-9]+: model "' || true; }
 

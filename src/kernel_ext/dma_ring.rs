@@ -60,17 +60,6 @@ impl<const N: usize> DmaRing<N> {
         Some(unsafe { self.mem.as_mut_ptr().cast::<[u32; N]>().add(usize::from(i)) })
     }
 
-    /// Reads entry `i` whole (CPU order). The device may write it at any time: the caller
-    /// orders this read after whatever told it the entry is ready. Upstream candidate.
-    #[inline(always)]
-    pub(crate) fn read(&self, i: u16) -> Option<[u32; N]> {
-        let p = self.entry(i)?;
-        // SAFETY: `p` is in bounds and aligned (an element of the coherent array); coherent
-        // memory may be read at any time, and any bit pattern is a valid `[u32; N]`.
-        let e = unsafe { p.read_volatile() };
-        Some(e.map(u32::from_le))
-    }
-
     /// Reads dword `D` of entry `i` alone (CPU order): a completion's phase tag, a shadow
     /// doorbell. Upstream candidate.
     #[inline(always)]
@@ -81,6 +70,29 @@ impl<const N: usize> DmaRing<N> {
         // pattern is a valid `u32`.
         let v = unsafe { p.cast::<u32>().add(D).read_volatile() };
         Some(u32::from_le(v))
+    }
+
+    /// Reads dword `D` of entry `i` and, if `ready` accepts it, then the whole entry: one
+    /// index check for both. `ready` orders the two reads (e.g. with `dma_rmb` after a
+    /// completion's phase tag). Upstream candidate.
+    #[inline(always)]
+    pub(crate) fn read_if<const D: usize>(
+        &self,
+        i: u16,
+        ready: impl FnOnce(u32) -> bool,
+    ) -> Option<[u32; N]> {
+        const { assert!(D < N) };
+        let p = self.entry(i)?;
+        // SAFETY: `p` is in bounds and `D < N`, so the dword is inside entry `i`; any bit
+        // pattern is a valid `u32`.
+        let v = unsafe { p.cast::<u32>().add(D).read_volatile() };
+        if !ready(u32::from_le(v)) {
+            return None;
+        }
+        // SAFETY: `p` is in bounds and aligned (an element of the coherent array); coherent
+        // memory may be read at any time, and any bit pattern is a valid `[u32; N]`.
+        let e = unsafe { p.read_volatile() };
+        Some(e.map(u32::from_le))
     }
 
     /// Writes entry `i` whole (CPU order). Returns `false` past the end. Upstream candidate.

@@ -9,6 +9,9 @@
 //! `movl` inline, as C's `writel` (an asm statement with a "memory" clobber, so the compiler
 //! keeps earlier stores to the rings before it; x86 keeps them in order for the device).
 //! Elsewhere it is `Io::try_write32`.
+//!
+//! [`try_write32_dword`] takes the register as a dword index: aligned by construction and
+//! never overflowing, so the only check left is the BAR's end, as for C's `writel` none.
 
 use kernel::{io::Io, pci, prelude::*};
 
@@ -43,4 +46,17 @@ pub(crate) fn try_write32<const SIZE: usize>(
     }
     #[cfg(not(CONFIG_X86_64))]
     bar.try_write32(value, offset)
+}
+
+/// `writel(value, bar + 4 * index)`: [`try_write32`] for the register with dword index
+/// `index`, which needs no alignment or overflow check.
+#[inline(always)]
+pub(crate) fn try_write32_dword<const SIZE: usize>(
+    bar: &pci::Bar<'_, SIZE>,
+    value: u32,
+    index: u32,
+) -> Result {
+    // A `u32` times 4 fits a 64-bit `usize` (the only target with the inline path) and is
+    // 4-byte aligned: the compiler drops both checks of `try_write32`.
+    try_write32(bar, value, index as usize * 4)
 }

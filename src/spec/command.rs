@@ -216,12 +216,20 @@ impl Command {
 
     /// Read or write `nlb` logical blocks starting at `slba`.
     pub(crate) fn rw(opcode: u8, nsid: u32, slba: u64, nlb: u32, fua: bool) -> Self {
+        let mut c = Self::default();
+        c.set_rw(opcode, nsid, slba, nlb, fua);
+        c
+    }
+
+    /// Makes a zeroed command (a fresh `Command::default()`) the Read/Write/Write Zeroes
+    /// [`Self::rw`] builds, in place: the I/O path builds its commands where they lie.
+    pub(crate) fn set_rw(&mut self, opcode: u8, nsid: u32, slba: u64, nlb: u32, fua: bool) {
         let fua = if fua { 1 << 30 } else { 0 };
-        Self::new(opcode)
-            .with_nsid(nsid)
-            .with_cdw(10, slba as u32)
-            .with_cdw(11, (slba >> 32) as u32)
-            .with_cdw(12, (nlb - 1) | fua)
+        self.dw[0] = u32::from(opcode);
+        self.dw[1] = nsid;
+        self.dw[10] = slba as u32;
+        self.dw[11] = (slba >> 32) as u32;
+        self.dw[12] = nlb.wrapping_sub(1) | fua;
     }
 
     /// Write Zeroes of `nlb` blocks (1..=65536).
