@@ -139,10 +139,8 @@ unsafe impl Backend for SpinLockBackend {
 pub(crate) struct SpinLockIrqSaveBackend;
 
 #[cfg(not(CONFIG_PREEMPT_RT))]
-// SAFETY: the kernel's `spinlock_t` gives mutual exclusion; `lock` disables local interrupts
-// before taking it and `unlock` restores them after releasing it, as C's
-// `spin_lock_irqsave`/`spin_unlock_irqrestore`; `relock` keeps the default (which stores
-// the new flags in the guard).
+// SAFETY: `spinlock_t` gives mutual exclusion; `lock`/`unlock` are C's `spin_lock_irqsave`/
+// `spin_unlock_irqrestore` (flags saved in the guard), `relock` keeps the default.
 unsafe impl Backend for SpinLockIrqSaveBackend {
     type State = bindings::spinlock_t;
     type GuardState = kernel::ffi::c_ulong;
