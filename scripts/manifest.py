@@ -8,8 +8,8 @@
         reported more than once, or not in the manifest, and a summary line; exits 1 if
         there was any. FLAVOURS ("base debug") and ONLY (RNVME_TEST_ONLY's regex) select
         the scenarios that were meant to run: VM scenarios end in -base or -debug and run
-        when their flavour is selected and ONLY (if given) matches; "build-*" and
-        "modinfo-*" go with their flavour; "host" always runs.
+        when their flavour is selected and ONLY (if given) matches; "build-*",
+        "modinfo-*" and "harness-*" go with their flavour; "host" always runs.
     scripts/manifest.py write SEEN
         prints a manifest made of a run's names (to review and commit after adding tests).
     scripts/manifest.py merge MANIFEST SEEN...
@@ -55,7 +55,7 @@ def selected(scenario, flavours, only):
     m = re.fullmatch(r"(.+)-(base|debug)", scenario)
     if not m or m.group(2) not in flavours:
         return False
-    if m.group(1) in ("build", "modinfo"):
+    if m.group(1) in ("build", "modinfo", "harness"):
         return True
     return not only or re.search(only, scenario) is not None
 

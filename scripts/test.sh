@@ -36,7 +36,11 @@ ok() {
 }
 bad() {
 	FAIL=$((FAIL + 1))
-	FAILED_NAMES+=("$1")
+	# The summary at the end repeats each failure with the start of its reason: a log that
+	# keeps only its tail still says why.
+	local why=${2:-}
+	why=${why%%$'\n'*}
+	FAILED_NAMES+=("$1${why:+: ${why:0:240}}")
 	echo "$1" >>"$LOGS/seen"
 	echo "FAIL  $1${2:+: $2}"
 }
@@ -113,9 +117,18 @@ guest_results() {
 	fi
 }
 
-# vm_status NAME RC: the guest command exited 0 and the kernel log is clean.
+# vm_status NAME RC: the guest command exited 0 and the kernel log is clean. Also notes how
+# long the scenario took (since scenario_start), for the summary of the slowest.
+SCENARIO_T0=0
+scenario_start() {
+	SCENARIO_T0=$(date +%s)
+	say "VM scenario $1 ($2 kernel)"
+}
 vm_status() {
 	local name=$1 rc=$2 log=$LOGS/$1.console.log
+	local took=$(($(date +%s) - SCENARIO_T0))
+	echo "$took $name" >>"$LOGS/durations"
+	say "$name took $took s"
 	case $rc in
 	0) ok "$name: guest exited 0, kernel log clean" ;;
 	3) bad "$name: guest exited 0, kernel log clean" "kernel reported problems:
@@ -133,7 +146,7 @@ run_vm() {
 		return
 	fi
 	local log=$LOGS/$name.console.log
-	say "VM scenario $name ($flavour kernel)"
+	scenario_start "$name" "$flavour"
 	"$RNVME_ROOT/qemu/run" --flavour "$flavour" --quiet --log "$log" \
 		--results "$LOGS/$name.results" --trace "$TRACE_EVENTS" --trace-file "$LOGS/$name.trace" \
 		"$@" >"$LOGS/$name.run.log" 2>&1
@@ -190,7 +203,7 @@ flush_test() {
 	local res=$LOGS/$name.results
 	rm -rf "$dir"
 	mkdir -p "$dir"
-	say "VM scenario $name ($flavour kernel)"
+	scenario_start "$name" "$flavour"
 	"$RNVME_ROOT/qemu/run" --flavour "$flavour" --quiet --log "$log" --ctrls 1 \
 		--backend image --image-dir "$dir" --size 64M --pidfile "$dir/qemu.pid" \
 		--results "$res" --trace pci_nvme_io_cmd --trace-file "$LOGS/$name.trace" \
@@ -248,10 +261,17 @@ $out"
 # then reports it as run_vm does.
 bg_vm_done() {
 	wait "$2"
-	local rc=$?
+	local rc=$? failed=$FAIL f
 	rm -f "$3"
 	guest_results "$1"
 	vm_status "$1" $rc
+	# What QEMU answered the host's commands, when something failed.
+	if [ $FAIL -gt $failed ]; then
+		for f in "$LOGS/$1".hmp.log "$LOGS/$1".qmp.log; do
+			[ -s "$f" ] && echo "  ${f##*/} (last lines):" && tail -5 "$f" | cut -c1-300 | sed 's/^/    /'
+		done
+	fi
+	return 0
 }
 
 # hmp_vm NAME FLAVOUR QEMU-OPTIONS... -- GUEST-COMMAND: run_vm, with the guest asking the
@@ -263,7 +283,7 @@ hmp_vm() {
 	shift 2
 	[[ -n ${RNVME_TEST_ONLY:-} && ! $name =~ $RNVME_TEST_ONLY ]] && return
 	local log=$LOGS/$name.console.log qmp=/tmp/rnvme-qmp-$$.sock res=$LOGS/$name.results
-	say "VM scenario $name ($flavour kernel)"
+	scenario_start "$name" "$flavour"
 	"$RNVME_ROOT/qemu/run" --flavour "$flavour" --quiet --log "$log" \
 		--results "$res" --trace "$TRACE_EVENTS" --trace-file "$LOGS/$name.trace" \
 		--qmp "$qmp" "$@" >"$LOGS/$name.run.log" 2>&1 &
@@ -275,7 +295,7 @@ hmp_vm() {
 				"$(python3 -c 'import json,sys; print(json.dumps({"command-line": sys.argv[1]}))' "$cmd")" 2>&1)" \
 				>>"$LOGS/$name.hmp.log"
 			done=$seq
-		done < <(tr -d '\r' <"$res" 2>/dev/null | sed -n 's/^RNVME-HMP //p')
+		done < <(cat "$res" 2>/dev/null | tr -d '\r' | sed -n 's/^RNVME-HMP //p')
 		sleep 0.2
 	done
 	bg_vm_done "$name" $runner "$qmp"
@@ -287,7 +307,7 @@ hotplug_test() {
 	local flavour=$1 name=hotplug-$1
 	[[ -n ${RNVME_TEST_ONLY:-} && ! $name =~ $RNVME_TEST_ONLY ]] && return
 	local log=$LOGS/$name.console.log qmp=/tmp/rnvme-qmp-$$.sock res=$LOGS/$name.results
-	say "VM scenario $name ($flavour kernel)"
+	scenario_start "$name" "$flavour"
 	"$RNVME_ROOT/qemu/run" --flavour "$flavour" --quiet --log "$log" --ctrls 2 \
 		--results "$res" --trace "$TRACE_EVENTS" --trace-file "$LOGS/$name.trace" \
 		--qmp "$qmp" --timeout "$T" -- 'sh /guest/hotplug.sh' >"$LOGS/$name.run.log" 2>&1 &
@@ -340,6 +360,17 @@ for flavour in $FLAVOURS; do
 			fi
 		done < <(/sbin/modinfo -F parm "$RNVME_ROOT/out/$flavour/rnvme.ko")
 		[ $nparm -gt 0 ] || bad "modinfo-$flavour: parameters listed" "modinfo shows none"
+		# qemu/run's own retry of a kernel that failed to boot, with a stand-in for QEMU.
+		while IFS= read -r line; do
+			case $line in
+			"PASS "*) ok "harness-$flavour: ${line#PASS }" ;;
+			"FAIL "*)
+				rest=${line#FAIL }
+				bad "harness-$flavour: ${rest%%: *}" "${rest#*: }"
+				;;
+			esac
+		done < <(python3 "$RNVME_ROOT/scripts/qemu_run_test.py" \
+			"$("$RNVME_ROOT/scripts/kdir.sh" "$flavour")" 2>&1)
 	fi
 
 	# Every scenario runs on both kernels. The debug kernel (KASAN, lockdep, kmemleak,
@@ -469,6 +500,10 @@ verified=$(cat "$LOGS"/*.results 2>/dev/null | tr -d '\r' | grep -aoE '^RNVME-VE
 	sub(/[KMG]i?B$/, "", v); s += v * m} END {printf "%.0f", s}')
 echo
 echo "data verified: $((verified / 1048576)) MiB in the guests, $HOST_VERIFIED_MIB MiB on the host from images"
+if [ -s "$LOGS/durations" ]; then
+	echo "VM scenarios: $(awk '{s += $1} END {print s}' "$LOGS/durations") s in all; slowest:" \
+		"$(sort -rn "$LOGS/durations" | head -8 | awk '{printf "%s%s %d s", (NR > 1 ? ", " : ""), $2, $1}')"
+fi
 if [ $FAIL -gt 0 ]; then
 	echo "failed:"
 	printf '  %s\n' "${FAILED_NAMES[@]}"

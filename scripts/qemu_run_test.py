@@ -1,0 +1,100 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0
+"""Tests of qemu/run's boot-failure retry, with a stand-in for qemu-system-x86_64.
+
+A kernel report before /init (seen under TCG on the debug kernel: KASAN in early boot) makes
+qemu/run boot again once. KASAN goes on after its report, so the guest must be stopped at
+once: a guest that went on to run its test would have had the host act on its requests
+(QMP commands in hmp_vm and hotplug_test), and the second run's requests would then be taken
+for ones already done. Prints "PASS name" or "FAIL name: why" per test.
+
+    scripts/qemu_run_test.py KERNEL-BUILD-DIR
+"""
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# The stand-in: counts its starts in $FAKE_QEMU_STARTS, then plays a console log: the
+# lines of $FAKE_QEMU_FIRST at its first start, of $FAKE_QEMU_AGAIN at later ones ("|"
+# separates lines; "sleep N" pauses), and writes the guest's exit status on the results
+# channel if it gets to the end.
+FAKE = r'''#!/usr/bin/env python3
+import os, re, sys, time
+args = " ".join(sys.argv[1:])
+log = re.search(r"logfile=([^, ]+)", args).group(1)
+res = re.search(r"file,id=results,path=([^, ]+)", args).group(1)
+starts = os.environ["FAKE_QEMU_STARTS"]
+first = not os.path.exists(starts)
+with open(starts, "a") as f:
+    f.write("start\n")
+script = os.environ["FAKE_QEMU_FIRST" if first else "FAKE_QEMU_AGAIN"]
+with open(log, "a") as f:
+    for line in script.split("|"):
+        if line.startswith("sleep "):
+            time.sleep(float(line[6:]))
+            continue
+        f.write(line + "\n")
+        f.flush()
+with open(res, "a") as f:
+    f.write("RNVME-EXIT-STATUS=0\n")
+'''
+
+KASAN = "[    0.015496] BUG: KASAN: wild-memory-access in do_raw_spin_lock+0xc3/0x200"
+INIT = "[    2.000000] Run /init as init process"
+
+
+def run(tmp, kdir, first, again):
+    """Runs qemu/run with the stand-in; returns (exit status, starts, seconds)."""
+    starts = os.path.join(tmp, "starts")
+    if os.path.exists(starts):
+        os.unlink(starts)
+    env = dict(os.environ, PATH=tmp + ":" + os.environ["PATH"], FAKE_QEMU_STARTS=starts,
+               FAKE_QEMU_FIRST=first, FAKE_QEMU_AGAIN=again)
+    t0 = time.monotonic()
+    rc = subprocess.call(
+        [os.path.join(ROOT, "qemu", "run"), "--kdir", kdir, "--quiet", "--timeout", "60",
+         "--log", os.path.join(tmp, "console.log"), "--ctrls", "0", "--", "true"],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    took = time.monotonic() - t0
+    try:
+        with open(starts) as f:
+            n = len(f.read().splitlines())
+    except FileNotFoundError:
+        n = 0
+    return rc, n, took
+
+
+def main():
+    kdir = sys.argv[1]
+    checks = [
+        # A report while booting: the guest is stopped at once (not after the 30 s the
+        # stand-in would go on for), booted again, and the second boot's verdict counts.
+        ("boot_report_stops_the_guest_and_boots_again", KASAN + "|sleep 30|" + INIT, INIT,
+         lambda rc, n, t: rc == 0 and n == 2 and t < 25),
+        # A report before /init, noticed only once /init ran: the test has started, so it
+        # is not run again, and the report fails the run.
+        ("report_seen_after_init_is_not_run_again", KASAN + "|" + INIT + "|sleep 1", INIT,
+         lambda rc, n, t: rc == 3 and n == 1),
+        # A clean boot runs once.
+        ("clean_boot_runs_once", INIT, INIT, lambda rc, n, t: rc == 0 and n == 1),
+    ]
+    with tempfile.TemporaryDirectory(prefix="rnvme-fakeqemu-") as tmp:
+        fake = os.path.join(tmp, "qemu-system-x86_64")
+        with open(fake, "w") as f:
+            f.write(FAKE)
+        os.chmod(fake, 0o755)
+        for name, first, again, ok in checks:
+            rc, n, took = run(tmp, kdir, first, again)
+            if ok(rc, n, took):
+                print(f"PASS {name}")
+            else:
+                print(f"FAIL {name}: qemu/run exited {rc} after {took:.1f} s, "
+                      f"QEMU started {n} times")
+
+
+if __name__ == "__main__":
+    main()
