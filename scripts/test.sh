@@ -382,10 +382,10 @@ for flavour in $FLAVOURS; do
 	mkdir -p "$img"/{io,lba4k,mdts1,queues1,msix1,poll,aen,errors,timeout,stress,dead,format,busmaster,swiotlb,power,aer}
 	if [ "$flavour" = base ]; then
 		T=900 BASIC_CTRLS=3 BASIC_NS=2 IO_ENV='LBA=512 HOSTCHECK=1' IO_SIZE=256M FUZZ_N=3000
-		CYCLES=50 SLEEP_ROUNDS=20
+		CYCLES=50 SLEEP_ROUNDS=20 SPECIAL_ENV='QUICK=1'
 	else
 		T=1800 BASIC_CTRLS=2 BASIC_NS=1 IO_ENV='QUICK=1 FIO_SIZE=8M' IO_SIZE=128M FUZZ_N=1000
-		CYCLES=10 SLEEP_ROUNDS=20
+		CYCLES=10 SLEEP_ROUNDS=9 SPECIAL_ENV='QUICK=1 FIO_SIZE=8M'
 	fi
 
 	# Bring-up: probe, identify, unbind/bind, 20 load cycles, beside the C driver.
@@ -432,19 +432,19 @@ for flavour in $FLAVOURS; do
 	run_vm "meta-$flavour" "$flavour" --ctrls 1 --ns-args ms=8 --timeout $T \
 		-- 'sh /guest/meta.sh'
 	run_vm "lba4k-$flavour" "$flavour" --ctrls 1 --lba 4096 --backend image --timeout $T \
-		--image-dir "$img/lba4k" --size 256M -- 'LBA=4096 QUICK=1 sh /guest/io.sh'
+		--image-dir "$img/lba4k" --size 256M -- "LBA=4096 $SPECIAL_ENV sh /guest/io.sh"
 	# MDTS = 1 (8 KiB transfers): 1 MiB requests are split by the block layer.
 	run_vm "mdts1-$flavour" "$flavour" --ctrls 1 --mdts 1 --backend image --timeout $T \
-		--image-dir "$img/mdts1" --size 256M -- 'QUICK=1 sh /guest/io.sh'
+		--image-dir "$img/mdts1" --size 256M -- "$SPECIAL_ENV sh /guest/io.sh"
 	# Fewer queues than CPUs, and one MSI-X vector shared by every queue.
 	# With the deepest queues the controller takes (io_queue_depth=4096 is capped by
 	# QEMU's CAP.MQES to 2048 entries).
 	run_vm "queues1-$flavour" "$flavour" --ctrls 1 --max-qpairs 1 --backend image \
 		--image-dir "$img/queues1" --size 256M --timeout $T \
-		-- 'QUICK=1 RNVME_ARGS=io_queue_depth=4096 DEEP=2048 EXPECT_QUEUES="1 I/O queues of depth 2048 on 2 MSI-X" sh /guest/io.sh'
+		-- "$SPECIAL_ENV RNVME_ARGS=io_queue_depth=4096 DEEP=2048 EXPECT_QUEUES='1 I/O queues of depth 2048 on 2 MSI-X' sh /guest/io.sh"
 	run_vm "msix1-$flavour" "$flavour" --ctrls 1 --msix 1 --backend image \
 		--image-dir "$img/msix1" --size 256M --timeout $T \
-		-- 'QUICK=1 EXPECT_QUEUES="1 I/O queues of depth [0-9]+ on 1 MSI-X" sh /guest/io.sh'
+		-- "$SPECIAL_ENV EXPECT_QUEUES='1 I/O queues of depth [0-9]+ on 1 MSI-X' sh /guest/io.sh"
 	# nvme-cli through /dev/rnvme0 and its disks, compared with the C driver on an
 	# identical controller; ioctl edge cases, a bounded fuzz, unbind with open files.
 	run_vm "cli-$flavour" "$flavour" --ctrls 2 --ns 2 --backend image --size 64M \

@@ -32,6 +32,9 @@ exec 3</dev/rnvme0n1
 dev_before=$(stat -c %t:%T /dev/rnvme0n1)
 char_before=$(stat -c %t:%T /dev/rnvme0)
 
+# writes DISK: write requests DISK has completed.
+writes() { awk '{print $5}' "/sys/block/$1/stat"; }
+
 # One transition per round: mem, freeze, disk, mem, ...
 failed_sleep=0 failed_io=0 slow=0 worst=0
 round=1
@@ -42,12 +45,17 @@ while [ $round -le "$ROUNDS" ]; do
 	0) state=disk ;;
 	esac
 	trace_mark "round${round}_begin" /dev/rnvme0n1
+	w0=$(writes rnvme0n1) c0=$(writes nvme0n1)
 	for d in rnvme0n1 nvme0n1; do
 		fio --name=sleep --filename=/dev/$d --rw=randwrite --bs=4k --iodepth=32 \
 			--ioengine=io_uring --direct=1 --size=16M --time_based --runtime=3 \
 			--verify=crc32c --verify_backlog=64 --randseed=$round --output=/tmp/sleep-$d.log &
 	done
-	sleep 1
+	# The transition starts once fio has written 128 blocks on each disk, so its verify
+	# backlog (every 64 writes) has read some back: on the debug kernel, fio can take most of
+	# a second to start, and hibernation's image allocation most of the rest of its 3 s.
+	wait_for 30 sh -c "[ \$(awk '{print \$5}' /sys/block/rnvme0n1/stat) -ge $((w0 + 128)) ] &&
+		[ \$(awk '{print \$5}' /sys/block/nvme0n1/stat) -ge $((c0 + 128)) ]"
 	t0=$(date +%s)
 	if ! echo $state >/sys/power/state; then
 		failed_sleep=$((failed_sleep + 1))
