@@ -38,6 +38,10 @@ use kernel::{
 /// doorbell only when the controller's event index says it is waiting for one. An emulated
 /// controller polls the buffer while it is busy, so most MMIO writes (each a trap into the
 /// hypervisor or emulator) go away.
+///
+/// # Invariants
+///
+/// `dbs` and `eis` have the same length: a slot [`Self::has_slot`] accepts is in both.
 pub(crate) struct ShadowDoorbells {
     dbs: DmaRing<1>,
     eis: DmaRing<1>,
@@ -48,6 +52,7 @@ impl ShadowDoorbells {
     /// Buffers for queues 0..=`max_qid` with doorbell stride `stride` (bytes).
     pub(crate) fn new(dev: &Device<Bound>, max_qid: u16, stride: usize) -> Result<Arc<Self>> {
         let len = u16::try_from(shadow_len(max_qid, stride)).map_err(|_| EINVAL)?;
+        // INVARIANT: both buffers have `len` entries.
         Ok(Arc::new(
             Self {
                 dbs: DmaRing::new(dev, len)?,
@@ -77,20 +82,24 @@ impl ShadowDoorbells {
     }
 
     /// Posts `value` in doorbell `idx`; returns whether the MMIO doorbell must be written too.
+    ///
+    /// # Safety
+    ///
+    /// [`Self::has_slot`] accepts `idx`.
     #[inline(always)]
-    fn update(&self, idx: u16, value: u16) -> bool {
+    unsafe fn update(&self, idx: u16, value: u16) -> bool {
         // The queue entries are written before the shadow doorbell that announces them.
         dma_wmb();
-        let Some(old) = self.dbs.read_dword::<0>(idx) else {
-            return true;
-        };
-        self.dbs.write_dword::<0>(idx, u32::from(value));
+        // SAFETY: `idx` is below the length of `dbs` (the caller's guarantee), which is
+        // also the length of `eis` (type invariant).
+        let old = unsafe { self.dbs.read_dword_unchecked::<0>(idx) };
+        // SAFETY: as above.
+        unsafe { self.dbs.write_dword_unchecked::<0>(idx, u32::from(value)) };
         // The doorbell is written before the event index is read; the controller orders
         // its event index update before reading the doorbell.
         mb();
-        let Some(event) = self.eis.read_dword::<0>(idx) else {
-            return true;
-        };
+        // SAFETY: as above.
+        let event = unsafe { self.eis.read_dword_unchecked::<0>(idx) };
         shadow_need_event(event as u16, value, old as u16)
     }
 }
@@ -124,8 +133,9 @@ pub(crate) struct Queue<'b> {
     shadow: Option<Arc<ShadowDoorbells>>,
     /// The controller was given the shadow buffers (Doorbell Buffer Config succeeded).
     shadow_on: AtomicBool,
-    /// This queue's SQ tail and CQ head slots in the shadow buffers (checked against
-    /// their length at creation).
+    /// This queue's SQ tail and CQ head slots in the shadow buffers.
+    ///
+    /// INVARIANT: if `shadow` is `Some`, its `has_slot` accepts both.
     shadow_slots: [u16; 2],
     /// A copy of the CQ head and phase (`phase << 16 | head`) for [`Self::cq_pending`],
     /// readable without the lock.
@@ -159,7 +169,8 @@ impl<'b> Queue<'b> {
                 if !s.has_slot(cq) {
                     return Err(EINVAL);
                 }
-                // Both below the buffers' length, which is a `u16`.
+                // INVARIANT: `sq <= cq`, both accepted by `has_slot`, below the buffers.
+                // length, which is a `u16`.
                 [sq as u16, cq as u16]
             }
             None => [0, 0],
@@ -239,7 +250,10 @@ impl<'b> Queue<'b> {
     #[inline(always)]
     fn need_mmio(&self, which: usize, value: u16) -> bool {
         match &self.shadow {
-            Some(s) if self.shadow_on.load(Relaxed) => s.update(self.shadow_slots[which], value),
+            // SAFETY: `has_slot` accepts this queue's slots in `s` (type invariant).
+            Some(s) if self.shadow_on.load(Relaxed) => unsafe {
+                s.update(self.shadow_slots[which], value)
+            },
             _ => true,
         }
     }

@@ -60,16 +60,48 @@ impl<const N: usize> DmaRing<N> {
         Some(unsafe { self.mem.as_mut_ptr().cast::<[u32; N]>().add(usize::from(i)) })
     }
 
-    /// Reads dword `D` of entry `i` alone (CPU order): a completion's phase tag, a shadow
-    /// doorbell. Upstream candidate.
+    /// Reads dword `D` of entry `i` alone (CPU order), at an index the caller has checked:
+    /// a shadow doorbell, read on every I/O. Upstream candidate.
+    ///
+    /// # Safety
+    ///
+    /// `i` is below [`Self::len`].
     #[inline(always)]
-    pub(crate) fn read_dword<const D: usize>(&self, i: u16) -> Option<u32> {
+    pub(crate) unsafe fn read_dword_unchecked<const D: usize>(&self, i: u16) -> u32 {
         const { assert!(D < N) };
-        let p = self.entry(i)?;
-        // SAFETY: `p` is in bounds and `D < N`, so the dword is inside entry `i`; any bit
-        // pattern is a valid `u32`.
-        let v = unsafe { p.cast::<u32>().add(D).read_volatile() };
-        Some(u32::from_le(v))
+        // SAFETY: `i` is below the number of entries (the caller's guarantee) and `D < N`,
+        // so the dword is inside the allocation; any bit pattern is a valid `u32`.
+        let v = unsafe {
+            self.mem
+                .as_mut_ptr()
+                .cast::<[u32; N]>()
+                .add(usize::from(i))
+                .cast::<u32>()
+                .add(D)
+                .read_volatile()
+        };
+        u32::from_le(v)
+    }
+
+    /// [`Self::write_dword`] at an index the caller has checked. Upstream candidate.
+    ///
+    /// # Safety
+    ///
+    /// `i` is below [`Self::len`].
+    #[inline(always)]
+    pub(crate) unsafe fn write_dword_unchecked<const D: usize>(&self, i: u16, v: u32) {
+        const { assert!(D < N) };
+        // SAFETY: `i` is below the number of entries (the caller's guarantee) and `D < N`,
+        // so the dword is inside the allocation.
+        unsafe {
+            self.mem
+                .as_mut_ptr()
+                .cast::<[u32; N]>()
+                .add(usize::from(i))
+                .cast::<u32>()
+                .add(D)
+                .write_volatile(v.to_le())
+        };
     }
 
     /// Reads dword `D` of entry `i` and, if `ready` accepts it, then the whole entry: one
