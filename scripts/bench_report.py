@@ -148,7 +148,7 @@ def parse_cost(console, marks, system_map=None, kdir=None):
     sections, symbols, out_names = None, None, None
     if system_map and kdir:
         sections = cost_scope.read_sections(marks)
-        symbols = cost_scope.Symbols(system_map)
+        symbols = cost_scope.Symbols(system_map, console)
         out_names = cost_scope.out_of_scope_names(kdir)
     out = []
     for run in runs:

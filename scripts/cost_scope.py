@@ -92,9 +92,16 @@ def out_of_scope_names(kdir):
     return names
 
 
+# The name of code outside the kernel image that no KSYM line names (a module's): in scope.
+# Without it, such an address took the name of the image's last text symbol (an idle
+# driver's exit function, out of scope): the drivers' own code left the figure.
+OUTSIDE_IMAGE = "[outside the kernel image]"
+
+
 class Symbols:
     """Kernel text addresses to function names: System.map, and the modules' symbols the
-    guest printed as `KSYM <addr> <type> <name> [module]` lines (optional)."""
+    guest printed as `KSYM <addr> <type> <name> [module]` lines (optional). An address past
+    the image's end (`_end`) that no KSYM line covers is named OUTSIDE_IMAGE."""
 
     def __init__(self, system_map, console=None):
         syms = []
@@ -103,6 +110,8 @@ class Symbols:
                 a, t, n = line.split()[:3]
                 if t in "tTwW":
                     syms.append((int(a, 16), n))
+                elif n == "_end":
+                    syms.append((int(a, 16), OUTSIDE_IMAGE))
         if console:
             with open(console, errors="replace") as f:
                 for line in f:

@@ -360,17 +360,19 @@ for flavour in $FLAVOURS; do
 			fi
 		done < <(/sbin/modinfo -F parm "$RNVME_ROOT/out/$flavour/rnvme.ko")
 		[ $nparm -gt 0 ] || bad "modinfo-$flavour: parameters listed" "modinfo shows none"
-		# qemu/run's own retry of a kernel that failed to boot, with a stand-in for QEMU.
-		while IFS= read -r line; do
-			case $line in
-			"PASS "*) ok "harness-$flavour: ${line#PASS }" ;;
-			"FAIL "*)
-				rest=${line#FAIL }
-				bad "harness-$flavour: ${rest%%: *}" "${rest#*: }"
-				;;
-			esac
-		done < <(python3 "$RNVME_ROOT/scripts/qemu_run_test.py" \
-			"$("$RNVME_ROOT/scripts/kdir.sh" "$flavour")" 2>&1)
+		# The harness's own tests: qemu/run's retry of a kernel that failed to boot (with a
+		# stand-in for QEMU), the counted cost's scope (on this kernel's build).
+		for t in qemu_run_test.py cost_scope_test.py; do
+			while IFS= read -r line; do
+				case $line in
+				"PASS "*) ok "harness-$flavour: ${line#PASS }" ;;
+				"FAIL "*)
+					rest=${line#FAIL }
+					bad "harness-$flavour: ${rest%%: *}" "${rest#*: }"
+					;;
+				esac
+			done < <(python3 "$RNVME_ROOT/scripts/$t" "$("$RNVME_ROOT/scripts/kdir.sh" "$flavour")" 2>&1)
+		done
 	fi
 
 	# Every scenario runs on both kernels. The debug kernel (KASAN, lockdep, kmemleak,
