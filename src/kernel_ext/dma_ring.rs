@@ -60,6 +60,26 @@ impl<const N: usize> DmaRing<N> {
         Some(unsafe { self.mem.as_mut_ptr().cast::<[u32; N]>().add(usize::from(i)) })
     }
 
+    /// Pointer to dword `D` of entry `i`.
+    ///
+    /// # Safety
+    ///
+    /// `i` is below [`Self::len`].
+    #[inline(always)]
+    unsafe fn dword_unchecked<const D: usize>(&self, i: u16) -> *mut u32 {
+        const { assert!(D < N) };
+        // SAFETY: `i` is below the number of entries (the caller's guarantee) and `D < N`,
+        // so both offsets stay inside the allocation.
+        unsafe {
+            self.mem
+                .as_mut_ptr()
+                .cast::<[u32; N]>()
+                .add(usize::from(i))
+                .cast::<u32>()
+                .add(D)
+        }
+    }
+
     /// Reads dword `D` of entry `i` alone (CPU order), at an index the caller has checked:
     /// a shadow doorbell, read on every I/O. Upstream candidate.
     ///
@@ -68,19 +88,9 @@ impl<const N: usize> DmaRing<N> {
     /// `i` is below [`Self::len`].
     #[inline(always)]
     pub(crate) unsafe fn read_dword_unchecked<const D: usize>(&self, i: u16) -> u32 {
-        const { assert!(D < N) };
-        // SAFETY: `i` is below the number of entries (the caller's guarantee) and `D < N`,
-        // so the dword is inside the allocation; any bit pattern is a valid `u32`.
-        let v = unsafe {
-            self.mem
-                .as_mut_ptr()
-                .cast::<[u32; N]>()
-                .add(usize::from(i))
-                .cast::<u32>()
-                .add(D)
-                .read_volatile()
-        };
-        u32::from_le(v)
+        // SAFETY: the pointer is in bounds (the caller's guarantee on `i`) and aligned;
+        // coherent memory may be read at any time, and any bit pattern is a valid `u32`.
+        u32::from_le(unsafe { self.dword_unchecked::<D>(i).read_volatile() })
     }
 
     /// [`Self::write_dword`] at an index the caller has checked. Upstream candidate.
@@ -90,18 +100,9 @@ impl<const N: usize> DmaRing<N> {
     /// `i` is below [`Self::len`].
     #[inline(always)]
     pub(crate) unsafe fn write_dword_unchecked<const D: usize>(&self, i: u16, v: u32) {
-        const { assert!(D < N) };
-        // SAFETY: `i` is below the number of entries (the caller's guarantee) and `D < N`,
-        // so the dword is inside the allocation.
-        unsafe {
-            self.mem
-                .as_mut_ptr()
-                .cast::<[u32; N]>()
-                .add(usize::from(i))
-                .cast::<u32>()
-                .add(D)
-                .write_volatile(v.to_le())
-        };
+        // SAFETY: the pointer is in bounds (the caller's guarantee on `i`) and aligned; the
+        // device reads the dword only as the caller publishes it.
+        unsafe { self.dword_unchecked::<D>(i).write_volatile(v.to_le()) };
     }
 
     /// Reads dword `D` of entry `i` and, if `ready` accepts it, then the whole entry: one
