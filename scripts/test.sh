@@ -39,7 +39,7 @@ bad() {
 	# The summary at the end repeats each failure with the start of its reason: a log that
 	# keeps only its tail still says why.
 	local why=${2:-}
-	why=${why%%$'\n'*}
+	why=${why//$'\n'/ }
 	FAILED_NAMES+=("$1${why:+: ${why:0:240}}")
 	echo "$1" >>"$LOGS/seen"
 	echo "FAIL  $1${2:+: $2}"
@@ -226,6 +226,7 @@ flush_test() {
 	done
 	[ -s "$dir/qemu.pid" ] && kill -9 "$(cat "$dir/qemu.pid")" 2>/dev/null
 	wait $runner 2>/dev/null
+	echo "$(($(date +%s) - SCENARIO_T0)) $name" >>"$LOGS/durations"
 	guest_results "$name"
 	# QEMU was killed: qemu/run's own verdict is lost, so check the kernel log here.
 	if out=$("$RNVME_ROOT/qemu/run" --check-log "$log"); then

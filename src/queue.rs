@@ -169,7 +169,7 @@ impl<'b> Queue<'b> {
                 if !s.has_slot(cq) {
                     return Err(EINVAL);
                 }
-                // INVARIANT: `sq <= cq`, both accepted by `has_slot`, below the buffers.
+                // INVARIANT: `sq <= cq`, both accepted by `has_slot`: below the buffers'
                 // length, which is a `u16`.
                 [sq as u16, cq as u16]
             }

@@ -128,16 +128,32 @@ expect_eq rnvme_live_at_end live "$(cat /sys/class/misc/rnvme0/state)"
 # --- where recovery fails --------------------------------------------------------------
 # give_up DRIVER PORT DISK STATE-FILE TEST-PREFIX: a fatal error under fio on DISK that the
 # recovery cannot undo. The AER driver reports the recovery failed; the disk is marked dead
-# (capacity 0) or removed; a new read gets no data (an error, or nothing past the dead
-# disk's end) and returns at once; and fio, asked to stop, stops within seconds: I/O held
-# in the driver for good would keep it waiting (the C driver's case, below). Whether fio
-# saw an error of its own depends on timing: reads outstanding when the controller died
-# fail, but after the disk is dead the block layer answers reads as end of device.
+# (capacity 0) or removed; no read returns data that is not the disk's: fio reads a pattern
+# written first and checks every read it completes (a read the driver held and then ended
+# as done without the device would fail that), and a new direct read returns no data
+# within 10 s; fio, asked to stop, stops within 20 s (I/O held in the driver for good would
+# keep it waiting: the C driver's case, below). Whether fio saw an EIO of its own depends on
+# timing: reads held when the controller died fail, but after the disk is dead the block
+# layer answers reads as end of device.
+PATTERN=0x5aa5c33c
+# bad_data TEST-PREFIX [show]: whether fio found a read whose data was not the pattern (its
+# verify errors, EILSEQ); with "show", the first such line.
+bad_data() {
+	if [ "${2:-}" = show ]; then
+		cat "/tmp/aer-$1.log" "/tmp/aer-$1.err" 2>/dev/null | grep -m1 -E "bad pattern|verify: bad|err= *84"
+	else
+		cat "/tmp/aer-$1.log" "/tmp/aer-$1.err" 2>/dev/null | grep -qE "bad pattern|verify: bad|err= *84"
+	fi
+}
 give_up() {
-	local drv=$1 port=$2 disk=$3 t=$5 rec fio took n
+	local drv=$1 port=$2 disk=$3 t=$5 rec fio took n dd filled=yes
+	fio --name=fill --filename="$disk" --rw=write --bs=1M --size=16M --ioengine=psync \
+		--direct=1 --verify=pattern --verify_pattern=$PATTERN --do_verify=0 \
+		--output="/tmp/aer-$t-fill.log" || filled=no
 	rec=$(recoveries)
 	fio --name=dead --filename="$disk" --rw=randread --bs=4k --iodepth=32 --ioengine=io_uring \
-		--direct=1 --time_based --runtime=120 --output="/tmp/aer-$t.log" &
+		--direct=1 --size=16M --time_based --runtime=120 --verify=pattern \
+		--verify_pattern=$PATTERN --verify_fatal=1 --output="/tmp/aer-$t.log" 2>"/tmp/aer-$t.err" &
 	fio=$!
 	sleep 2
 	hmp pcie_aer_inject_error "$port" DLP
@@ -150,23 +166,35 @@ give_up() {
 	size=$(cat "/sys/block/$b/size" 2>/dev/null || echo removed)
 	[ "$size" = 0 ] || [ "$size" = removed ] && pass "${t}_disk_dead_or_removed" ||
 		fail "${t}_disk_dead_or_removed" "$b: size $size"
-	t0=$(date +%s)
-	n=$(timeout 20 dd if="$disk" bs=4k count=1 iflag=direct 2>/dev/null | wc -c)
-	took=$(($(date +%s) - t0))
-	[ "$n" = 0 ] && [ $took -le 10 ] && pass "${t}_io_fails" ||
-		fail "${t}_io_fails" "a read returned $n bytes after $took s"
+	# A new read, in the background: one blocked for good cannot hold up the script.
+	rm -f /tmp/aer-read
+	dd if="$disk" of=/tmp/aer-read bs=4k count=1 iflag=direct 2>/dev/null &
+	dd=$!
+	wait_for 10 sh -c "! kill -0 $dd"
+	n=$(wc -c </tmp/aer-read 2>/dev/null || echo 0)
+	if [ $filled = no ]; then
+		fail "${t}_io_fails" "could not write the pattern first"
+	elif kill -0 $dd 2>/dev/null; then
+		fail "${t}_io_fails" "a new read still blocked after 10 s"
+	elif bad_data "$t"; then
+		fail "${t}_io_fails" "fio read data that is not the disk's: $(bad_data "$t" show)"
+	elif [ "$n" != 0 ]; then
+		fail "${t}_io_fails" "a new read returned $n bytes"
+	else
+		pass "${t}_io_fails"
+	fi
 	t0=$(date +%s)
 	kill -INT $fio 2>/dev/null
 	wait_for 20 sh -c "! kill -0 $fio"
 	took=$(($(date +%s) - t0))
-	echo "$t: fio stopped $took s after it was asked; $(grep -m1 -E 'err=' "/tmp/aer-$t.log")"
 	if kill -0 $fio 2>/dev/null; then
 		fail "${t}_io_ends_promptly" "fio still running $took s after SIGINT"
-		kill -9 $fio 2>/dev/null
 	else
-		pass "${t}_io_ends_promptly"
+		wait $fio
+		echo "$t: fio stopped $took s after it was asked (exit $?); $(grep -m1 -E 'err=' "/tmp/aer-$t.log")"
+		bad_data "$t" && fail "${t}_io_ends_promptly" "fio read data that is not the disk's" ||
+			pass "${t}_io_ends_promptly"
 	fi
-	wait $fio 2>/dev/null
 	[ -n "$4" ] && expect_eq "${t}_controller_dead" dead "$(cat "$4")"
 }
 

@@ -54,8 +54,11 @@ while [ $round -le "$ROUNDS" ]; do
 	# The transition starts once fio has written 128 blocks on each disk, so its verify
 	# backlog (every 64 writes) has read some back: on the debug kernel, fio can take most of
 	# a second to start, and hibernation's image allocation most of the rest of its 3 s.
-	wait_for 30 sh -c "[ \$(awk '{print \$5}' /sys/block/rnvme0n1/stat) -ge $((w0 + 128)) ] &&
-		[ \$(awk '{print \$5}' /sys/block/nvme0n1/stat) -ge $((c0 + 128)) ]"
+	if ! wait_for 30 sh -c "[ \$(awk '{print \$5}' /sys/block/rnvme0n1/stat) -ge $((w0 + 128)) ] &&
+		[ \$(awk '{print \$5}' /sys/block/nvme0n1/stat) -ge $((c0 + 128)) ]"; then
+		failed_io=$((failed_io + 1))
+		echo "round $round: fio did not write 128 blocks on each disk before the transition"
+	fi
 	t0=$(date +%s)
 	if ! echo $state >/sys/power/state; then
 		failed_sleep=$((failed_sleep + 1))

@@ -100,8 +100,8 @@ impl<const N: usize> DmaRing<N> {
     /// `i` is below [`Self::len`].
     #[inline(always)]
     pub(crate) unsafe fn write_dword_unchecked<const D: usize>(&self, i: u16, v: u32) {
-        // SAFETY: the pointer is in bounds (the caller's guarantee on `i`) and aligned; the
-        // device reads the dword only as the caller publishes it.
+        // SAFETY: the pointer is in bounds (the caller's guarantee on `i`) and aligned; a
+        // volatile write to coherent memory the device also reads is not a data race.
         unsafe { self.dword_unchecked::<D>(i).write_volatile(v.to_le()) };
     }
 
