@@ -115,7 +115,9 @@ if [ -n "${BENCH_PUBLISH:-}" ] && [ -z "${BENCH_COST_ONLY:-}${BENCH_ONLY:-}" ] &
 	[ "$KFLAVOUR" = base ] || tag=bench-$KFLAVOUR
 	results=bench/results$([ "$KFLAVOUR" = base ] || echo "-$KFLAVOUR")
 	mkdir -p "$RNVME_ROOT/$results"
-	cp "$OUT/table.md" "$OUT/sweeps.png" "$OUT/machine.txt" "$RNVME_ROOT/$results/"
+	# Every file of the run, so the JSON and the plot's data are the table's run.
+	cp "$OUT/table.md" "$OUT/sweeps.png" "$OUT/machine.txt" "$OUT/results.json" \
+		"$OUT/sweep-bs.dat" "$OUT/sweep-qd.dat" "$RNVME_ROOT/$results/"
 	python3 - "$RNVME_ROOT/README.md" "$OUT/table.md" "$MACHINE" "$(date -u +%Y-%m-%d)" \
 		"$tag" "$results" "make bench$([ "$KFLAVOUR" = base ] || echo " BENCH_KERNEL=$KFLAVOUR")" <<'PY'
 import re, sys
