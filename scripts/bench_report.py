@@ -126,6 +126,26 @@ def fio_metrics(data):
     return out
 
 
+def clocksource_check(path):
+    """Failures if the guest's clocksource changed during the run (or was not reported):
+    the clocksource watchdog moving it from the TSC to the HPET makes every timestamp an
+    MMIO exit, so the runs after the change are slower, whichever driver they measure."""
+    seen = {}
+    with open(path, errors="replace") as f:
+        for line in f:
+            m = re.search(r"RNVME-BENCH-CLOCKSOURCE (start|end) (\S+)", line)
+            if m:
+                seen[m.group(1)] = m.group(2)
+    if len(seen) < 2:
+        why = "the guest did not report its clocksource at start and end"
+    elif seen["start"] != seen["end"]:
+        why = (f"the guest's clocksource changed from {seen['start']} to {seen['end']} "
+               "during the run: its runs are not comparable")
+    else:
+        return []
+    return [{"workload": "clocksource", "driver": "-", "rep": 0, "error": why}]
+
+
 def parse_cost(console, marks, system_map=None, kdir=None):
     """Instructions per I/O from the icount plugin's marks, paired with the guest's runs:
     the kernel total, and (with the plugin's per-block counts, System.map and the kernel
@@ -464,6 +484,8 @@ def main():
             sys.exit("bench_report: no benchmark results in " + a.console)
         summary = summarise(samples)
     failed = [s for s in samples if s.get("rc", 1) != 0 or "error" in s]
+    if not a.cost_only:
+        failed += clocksource_check(a.console)
     for wl, row in summary.items():
         raw = {}
         for s in samples:

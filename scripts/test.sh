@@ -362,8 +362,9 @@ for flavour in $FLAVOURS; do
 		done < <(/sbin/modinfo -F parm "$RNVME_ROOT/out/$flavour/rnvme.ko")
 		[ $nparm -gt 0 ] || bad "modinfo-$flavour: parameters listed" "modinfo shows none"
 		# The harness's own tests: qemu/run's retry of a kernel that failed to boot (with a
-		# stand-in for QEMU), the counted cost's scope (on this kernel's build).
-		for t in qemu_run_test.py cost_scope_test.py; do
+		# stand-in for QEMU), the counted cost's scope (on this kernel's build), make
+		# bench's verdict on a run.
+		for t in qemu_run_test.py cost_scope_test.py bench_report_test.py; do
 			while IFS= read -r line; do
 				case $line in
 				"PASS "*) ok "harness-$flavour: ${line#PASS }" ;;

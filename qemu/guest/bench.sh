@@ -7,6 +7,7 @@
 #   RNVME-BENCH-JSON-BEGIN / base64 of gzipped fio JSON / RNVME-BENCH-JSON-END
 #   RNVME-BENCH-DD <workload> <driver> <rep> <bytes> <seconds>
 #   RNVME-BENCH-FS <workload> <driver> <rep> <metric> <value> <unit>   (bonnie++, dbench)
+#   RNVME-BENCH-CLOCKSOURCE <start|end> <name>   (a change in between: not comparable)
 #
 # Controllers, in PCI order (scripts/bench.sh makes them identical): 0, 2 and 4 for the C
 # driver, 1, 3 and 5 for rnvme (null-co); 6 for the C driver and 7 for rnvme (image files
@@ -28,6 +29,8 @@ ONLY=${ONLY:-}
 THROTTLE_MBPS=${THROTTLE_MBPS:-8}
 NCPU=$(grep -c ^processor /proc/cpuinfo)
 cd /guest/bench || exit 1
+CLOCKSOURCE=/sys/devices/system/clocksource/clocksource0/current_clocksource
+echo "RNVME-BENCH-CLOCKSOURCE start $(cat $CLOCKSOURCE)"
 
 i=0
 for pci in $(nvme_pci_devices | sort); do
@@ -242,6 +245,7 @@ while [ $rep -le "$REPS" ]; do
 	for d in $(order $rep); do fio_run cost-qd1 $d $rep cost-qd1.fio DEV="$(dev $d)" IOS=$COST_IOS; done
 	rep=$((rep + 1))
 done
+echo "RNVME-BENCH-CLOCKSOURCE end $(cat $CLOCKSOURCE)"
 echo "RNVME-BENCH-DONE"
 echo 0 >/sys/kernel/config/nullb/nullfs/power && rmdir /sys/kernel/config/nullb/nullfs
 rmmod null_blk rnvme nvme nvme-core

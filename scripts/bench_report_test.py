@@ -1,0 +1,59 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0
+"""Tests of scripts/bench_report.py's verdict on a run, from made-up guest consoles.
+Prints "PASS name" or "FAIL name: why" per test.
+
+A run whose guest clocksource changed part way (the watchdog moving it from the TSC to the
+HPET: every later timestamp an MMIO exit) compares drivers measured at different speeds,
+so it must fail, as must a run that did not say.
+
+    scripts/bench_report_test.py
+"""
+import os
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# Two repetitions of a dd workload on every driver (dd lines need no fio JSON).
+SAMPLES = "".join(
+    f"RNVME-BENCH-DD dd-1m {d} {rep} {n} 1.0 1M\n"
+    for rep in (1, 2) for d, n in (("nvme", 1 << 30), ("rnvme", 1 << 30), ("null_blk", 2 << 30)))
+
+
+def verdict(tmp, start, end):
+    """bench_report's exit status and output on a console with these clocksource lines."""
+    console = os.path.join(tmp, "console.log")
+    with open(console, "w") as f:
+        if start:
+            f.write(f"RNVME-BENCH-CLOCKSOURCE start {start}\n")
+        f.write(SAMPLES)
+        if end:
+            f.write(f"RNVME-BENCH-CLOCKSOURCE end {end}\n")
+        f.write("RNVME-BENCH-DONE\n")
+    r = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "bench_report.py"),
+                        console], capture_output=True, text=True)
+    return r.returncode, r.stdout + r.stderr
+
+
+def main():
+    checks = [
+        ("bench_clocksource_kept_passes", "tsc", "tsc", lambda rc, out: rc == 0),
+        ("bench_clocksource_changed_fails", "tsc", "hpet",
+         lambda rc, out: rc == 1 and "changed from tsc to hpet" in out),
+        ("bench_clocksource_unreported_fails", None, None,
+         lambda rc, out: rc == 1 and "did not report its clocksource" in out),
+    ]
+    with tempfile.TemporaryDirectory(prefix="rnvme-benchreport-") as tmp:
+        for name, start, end, ok in checks:
+            rc, out = verdict(tmp, start, end)
+            if ok(rc, out):
+                print(f"PASS {name}")
+            else:
+                tail = " | ".join(out.strip().splitlines()[-3:])
+                print(f"FAIL {name}: bench_report exited {rc}: {tail}")
+
+
+if __name__ == "__main__":
+    main()
