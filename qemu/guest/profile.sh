@@ -1,10 +1,13 @@
 # SPDX-License-Identifier: GPL-2.0
-# `make profile`, guest side: COST_IOS 4 KiB reads one at a time on the C driver, then on
+# `make profile`, guest side: COST_IOS 4 KiB reads one at a time (or QD at a time) on the C driver, then on
 # rnvme, each bracketed by the icount plugin's marks (qemu/helpers/iocost); then the
 # modules' symbols for scripts/icount_profile.py.
 . /guest/lib.sh
 
 COST_IOS=${COST_IOS:-5000}
+# QD > 1: fio (io_uring) keeps QD reads in flight, bracketed by `iocost mark`; its start
+# and exit are counted too, the same on both drivers.
+QD=${QD:-1}
 assign_drivers nvme rnvme
 insmod /lib/c/nvme-core.ko && insmod /lib/c/nvme.ko && insmod /lib/rnvme.ko || exit 1
 wait_for 30 test -b /dev/nvme0n1 && wait_for 30 test -b /dev/rnvme0n1 || exit 1
@@ -19,7 +22,15 @@ touch -t 202001010000 /dev/nvme0n1 /dev/rnvme0n1 && sleep 1 || exit 1
 for pass in warmup- ""; do
 	for dev in /dev/nvme0n1 /dev/rnvme0n1; do
 		echo "PROFILE-RUN $pass${dev#/dev/}"
-		iocost $dev "$COST_IOS" || exit 1
+		if [ "$QD" -eq 1 ]; then
+			iocost $dev "$COST_IOS" || exit 1
+		else
+			iocost mark &&
+				fio --name=qd --filename=$dev --direct=1 --ioengine=io_uring --rw=randread \
+					--bs=4k --iodepth=$QD --number_ios=$COST_IOS --size=1g --norandommap \
+					--randrepeat=0 --output=/dev/null &&
+				iocost mark || exit 1
+		fi
 	done
 done
 grep -E '\[(rnvme|nvme|nvme_core)\]' /proc/kallsyms | sed 's/^/KSYM /'
