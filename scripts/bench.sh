@@ -12,7 +12,7 @@
 #   BENCH_RUNTIME=2      seconds per fio run
 #   BENCH_QUICK=1        2 repetitions of 1 s, fewer sweep points: a smoke run
 #   BENCH_OUT=out/bench  where the console log, JSON, table and plot go
-#   BENCH_PUBLISH=1      also copy the table and plot to bench/results/ and into README.md
+#   BENCH_PUBLISH=1      also copy the run (table, plot, JSON) to bench/results/, the table into README.md
 #   BENCH_RNVME_ARGS=    extra rnvme module parameters (to measure an option against C)
 #   BENCH_COST_ONLY=1    only the counted cost per I/O (the cost VM, a few minutes)
 #   BENCH_ONLY=REGEX     only the workloads REGEX matches, no cost VM (to try one out)
@@ -115,9 +115,13 @@ if [ -n "${BENCH_PUBLISH:-}" ] && [ -z "${BENCH_COST_ONLY:-}${BENCH_ONLY:-}" ] &
 	[ "$KFLAVOUR" = base ] || tag=bench-$KFLAVOUR
 	results=bench/results$([ "$KFLAVOUR" = base ] || echo "-$KFLAVOUR")
 	mkdir -p "$RNVME_ROOT/$results"
-	# Every file of the run, so the JSON and the plot's data are the table's run.
-	cp "$OUT/table.md" "$OUT/sweeps.png" "$OUT/machine.txt" "$OUT/results.json" \
-		"$OUT/sweep-bs.dat" "$OUT/sweep-qd.dat" "$RNVME_ROOT/$results/"
+	# Every file of the run, so the JSON and the plot's data are the table's run (the plot
+	# and its data only if gnuplot made them: no stale ones are left beside the table).
+	rm -f "$RNVME_ROOT/$results/sweeps.png" "$RNVME_ROOT/$results/"sweep-*.dat
+	cp "$OUT/table.md" "$OUT/machine.txt" "$OUT/results.json" "$RNVME_ROOT/$results/"
+	for f in sweeps.png sweep-bs.dat sweep-qd.dat; do
+		[ ! -f "$OUT/$f" ] || cp "$OUT/$f" "$RNVME_ROOT/$results/"
+	done
 	python3 - "$RNVME_ROOT/README.md" "$OUT/table.md" "$MACHINE" "$(date -u +%Y-%m-%d)" \
 		"$tag" "$results" "make bench$([ "$KFLAVOUR" = base ] || echo " BENCH_KERNEL=$KFLAVOUR")" <<'PY'
 import re, sys

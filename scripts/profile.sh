@@ -22,6 +22,7 @@ gcc -O2 -shared -fPIC -Wall -Werror -o "$RNVME_ROOT/out/plugins/icount.so" \
 	"$RNVME_ROOT/qemu/plugins/icount.c" || die "building the icount plugin failed"
 IOS=${PROFILE_IOS:-5000}
 QD=${PROFILE_QD:-1}
+case $QD in '' | *[!0-9]* | 0*) die "PROFILE_QD=$QD: a number of reads in flight, 1 or more" ;; esac
 # At QD1 the namespaces answer after 100 us, as a device; with reads in flight they answer
 # at once, as in make bench: QEMU 7.2 with that latency and several reads in flight stalls
 # both drivers' queues now and then (commands left unfetched in the SQ until the
