@@ -107,7 +107,7 @@ python3 "$RNVME_ROOT/scripts/bench_report.py" "$@" --json "$OUT/results.json" "$
 	--markdown "$OUT/table.md" --plot "$OUT/sweeps.png" --machine "$MACHINE" \
 	--command "make bench ($GUEST_ENV)" || status=$?
 echo "$MACHINE" >"$OUT/machine.txt"
-say "results: $OUT/results.json, $OUT/table.md, $OUT/sweeps.png"
+say "results: $OUT/results.json, $OUT/table.md$([ ! -f "$OUT/sweeps.png" ] || echo ", $OUT/sweeps.png")"
 
 if [ -n "${BENCH_PUBLISH:-}" ] && [ -z "${BENCH_COST_ONLY:-}${BENCH_ONLY:-}" ] && [ $status -eq 0 ]; then
 	# The base kernel's results are the README's main table; the inline kernel's its own.

@@ -398,18 +398,19 @@ def markdown(rows):
 
 def plot(summary, path):
     """Sweeps, C and Rust side by side (and null_blk), with gnuplot. Returns True if drawn."""
-    gp = shutil.which("gnuplot")
-    if not gp:
-        print("bench_report: gnuplot not found, no plot", file=sys.stderr)
-        return False
     data_dir = os.path.dirname(os.path.abspath(path))
     files = {}
     for kind, metric in (("qd", "iops"), ("bs", "bw")):
+        points = sorted((order_key(wl)[2], wl) for wl in summary
+                        if wl.startswith(f"sweep-{kind}-"))
         fn = os.path.join(data_dir, f"sweep-{kind}.dat")
+        if not points:
+            # A run of some workloads only (BENCH_ONLY): no panel, and no stale data.
+            if os.path.exists(fn):
+                os.remove(fn)
+            continue
         with open(fn, "w") as f:
             f.write("# x " + " ".join(f"{d}_med {d}_min {d}_max" for d in DRIVERS) + "\n")
-            points = sorted((order_key(wl)[2], wl) for wl in summary
-                            if wl.startswith(f"sweep-{kind}-"))
             for x, wl in points:
                 cols = [str(x)]
                 for d in DRIVERS:
@@ -420,6 +421,14 @@ def plot(summary, path):
                              f"{max(vals):.3f}" if vals else "NaN"]
                 f.write(" ".join(cols) + "\n")
         files[kind] = fn
+    if os.path.exists(path):
+        os.remove(path)
+    if not files:
+        return False
+    gp = shutil.which("gnuplot")
+    if not gp:
+        print("bench_report: gnuplot not found, no plot", file=sys.stderr)
+        return False
     def lines(data):
         """One plot command: C, Rust and null_blk with their ranges."""
         styles = (("nvme (C)", "#1f77b4", ""), ("rnvme (Rust)", "#d62728", ""),
@@ -428,30 +437,32 @@ def plot(summary, path):
                  f"w yerrorlines t '{t}' lc rgb '{c}'{x}" for i, (t, c, x) in enumerate(styles)]
         return "plot " + ", ".join(parts)
 
-    term = "svg size 1100,450 dynamic font 'sans,11'" if path.endswith(".svg") else \
-        "pngcairo size 1100,450 font 'sans,10'"
+    panels = {
+        "qd": ("queue depth (4k random read, one job)", "IOPS",
+               "Queue-depth sweep: median and range of the repetitions"),
+        "bs": ("block size, KiB (random read, QD8)", "MB/s", "Block-size sweep"),
+    }
+    width = 550 * len(files)
+    term = f"svg size {width},450 dynamic font 'sans,11'" if path.endswith(".svg") else \
+        f"pngcairo size {width},450 font 'sans,10'"
     script = f"""
 set terminal {term}
 set termoption noenhanced
 set output '{path}'
-set multiplot layout 1,2
+set multiplot layout 1,{len(files)}
 set grid
 set key top left
 set logscale x 2
-set xlabel 'queue depth (4k random read, one job)'
-set ylabel 'IOPS'
-set title 'Queue-depth sweep: median and range of the repetitions'
-{lines(files['qd'])}
-set xlabel 'block size, KiB (random read, QD8)'
-set ylabel 'MB/s'
-set title 'Block-size sweep'
-{lines(files['bs'])}
-unset multiplot
 """
+    for kind, fn in files.items():
+        xlabel, ylabel, title = panels[kind]
+        script += f"set xlabel '{xlabel}'\nset ylabel '{ylabel}'\nset title '{title}'\n"
+        script += lines(fn) + "\n"
+    script += "unset multiplot\n"
     r = subprocess.run([gp], input=script, text=True, capture_output=True)
     if r.returncode != 0 and "pngcairo" in term:
         # gnuplot without cairo: the libgd PNG terminal.
-        script = script.replace(term, "png size 1100,450")
+        script = script.replace(term, f"png size {width},450")
         r = subprocess.run([gp], input=script, text=True, capture_output=True)
     if r.returncode != 0:
         print(f"bench_report: gnuplot failed: {r.stderr.strip()}", file=sys.stderr)
@@ -548,7 +559,7 @@ def main():
             if cost_rows:
                 f.write("Cost per I/O, counted (QEMU TCG plugin, guest kernel instructions "
                         "per 4 KiB read at QD1, 1 vCPU):\n\n" + markdown(cost_rows) + "\n")
-    if a.plot and any(wl.startswith("sweep-") for wl in summary):
+    if a.plot:
         if plot(summary, a.plot):
             print(f"plot: {a.plot}")
     sys.exit(1 if failed else 0)

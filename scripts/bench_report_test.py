@@ -5,7 +5,8 @@ Prints "PASS name" or "FAIL name: why" per test.
 
 A run whose guest clocksource changed part way (the watchdog moving it from the TSC to the
 HPET: every later timestamp an MMIO exit) compares drivers measured at different speeds,
-so it must fail, as must a run that did not say.
+so it must fail, as must a run that did not say. A run of some workloads only (BENCH_ONLY)
+draws the sweeps it has, and leaves no plot or data of an earlier run.
 
     scripts/bench_report_test.py
 """
@@ -37,6 +38,28 @@ def verdict(tmp, start, end):
     return r.returncode, r.stdout + r.stderr
 
 
+def plot_checks(tmp):
+    """(name, passed, why) for bench_report.plot on runs with one sweep, and with none."""
+    sys.path.insert(0, os.path.join(ROOT, "scripts"))
+    import bench_report
+    def sweep(kind, xs):
+        return {f"sweep-{kind}-{x}": {
+            "median": {d: {"iops": 1000.0 * i, "bw": 10.0 * i}
+                       for i, d in enumerate(bench_report.DRIVERS, 1)},
+            "_raw": {d: {"iops": [900.0 * i, 1100.0 * i], "bw": [9.0 * i, 11.0 * i]}
+                     for i, d in enumerate(bench_report.DRIVERS, 1)}} for x in xs}
+    png = os.path.join(tmp, "sweeps.png")
+    qd = os.path.join(tmp, "sweep-qd.dat")
+    for f in (png, qd):
+        open(f, "w").close()
+    drawn = bench_report.plot(sweep("bs", ("4k", "16k", "128k")), png)
+    yield ("bench_plot_one_sweep_drawn", drawn and os.path.getsize(png) > 0
+           and not os.path.exists(qd), f"drawn={drawn}, stale qd data {os.path.exists(qd)}")
+    drawn = bench_report.plot({}, png)
+    yield ("bench_plot_no_sweep_no_stale_plot", not drawn and not os.path.exists(png),
+           f"drawn={drawn}, plot left {os.path.exists(png)}")
+
+
 def main():
     checks = [
         ("bench_clocksource_kept_passes", "tsc-early", "tsc", lambda rc, out: rc == 0),
@@ -53,6 +76,8 @@ def main():
             else:
                 tail = " | ".join(out.strip().splitlines()[-3:])
                 print(f"FAIL {name}: bench_report exited {rc}: {tail}")
+        for name, ok, why in plot_checks(tmp):
+            print(f"PASS {name}" if ok else f"FAIL {name}: {why}")
 
 
 if __name__ == "__main__":

@@ -6,6 +6,8 @@
 #   PROFILE_IOS=5000   reads per driver     PROFILE_TOP=40   functions listed
 #   PROFILE_ALL=1      list the idle loop's, scheduler's and timers' functions too
 #   PROFILE_QD=1       reads in flight (above 1: fio with io_uring, as the QD32 workloads)
+#   PROFILE_BS=4k      read size (other than 4k: fio with io_uring, as the block-size sweep)
+#   PROFILE_BATCH=1    reads fio submits per system call (above 2: a plug's list, queue_rqs)
 #   PROFILE_KERNEL=base   the guest kernel: base, or inline (helpers inlined, clang-22)
 . "$(dirname "$0")/common.sh"
 
@@ -23,17 +25,24 @@ gcc -O2 -shared -fPIC -Wall -Werror -o "$RNVME_ROOT/out/plugins/icount.so" \
 IOS=${PROFILE_IOS:-5000}
 QD=${PROFILE_QD:-1}
 case $QD in '' | *[!0-9]* | 0*) die "PROFILE_QD=$QD: a number of reads in flight, 1 or more" ;; esac
+BATCH=${PROFILE_BATCH:-1}
+case $BATCH in '' | *[!0-9]* | 0*) die "PROFILE_BATCH=$BATCH: reads per submission, 1 or more" ;; esac
+[ "$BATCH" -le "$QD" ] || die "PROFILE_BATCH=$BATCH: at most PROFILE_QD ($QD) reads per submission"
+BS=${PROFILE_BS:-4k}
+case $BS in [1-9]*k | [1-9]*K | [1-9]*m | [1-9]*M) ;; *) die "PROFILE_BS=$BS: a read size in k or m (4k, 128k, 1m)" ;; esac
+case ${BS%[kKmM]} in *[!0-9]*) die "PROFILE_BS=$BS: a read size in k or m (4k, 128k, 1m)" ;; esac
 # At QD1 the namespaces answer after 100 us, as a device; with reads in flight they answer
-# at once, as in make bench: QEMU 7.2 with that latency and several reads in flight stalls
-# both drivers' queues now and then (commands left unfetched in the SQ until the
-# driver's timeout resets the controller).
-LATENCY=100
-[ "$QD" -eq 1 ] || LATENCY=0
+# at once, as in make bench, and the guest gets a second possible CPU: on a machine of one,
+# QEMU 7.2 drops the guest's fences (qemu/run --maxcpus) and, with reads in flight, the
+# shadow doorbell handshake now and then left commands unfetched in the SQ, on both
+# drivers, until the driver's timeout reset the controller.
+LATENCY=100 MAXCPUS=
+[ "$QD" -eq 1 ] || LATENCY=0 MAXCPUS="--maxcpus 2"
 rm -f "$OUT/marks.txt"
 "$RNVME_ROOT/qemu/run" --flavour "$KFLAVOUR" --quiet --log "$OUT/console.log" --timeout 1800 \
-	--ctrls 2 --backend null --latency-us $LATENCY --smp 1 \
+	--ctrls 2 --backend null --latency-us $LATENCY --smp 1 $MAXCPUS \
 	--extra=-plugin --extra="$RNVME_ROOT/out/plugins/icount.so,out=$OUT/marks.txt,profile=on" \
-	-- "COST_IOS=$IOS QD=$QD sh /guest/profile.sh" >"$OUT/run.log" 2>&1 ||
+	-- "COST_IOS=$IOS QD=$QD BS=$BS BATCH=$BATCH sh /guest/profile.sh" >"$OUT/run.log" 2>&1 ||
 	die "the profile VM failed: $(tail -5 "$OUT/run.log")"
 # A command timeout (either driver) makes the counts those of a reset, not of reads.
 if grep -E 'I/O tag [0-9]+ .*timeout' "$OUT/console.log" >&2; then

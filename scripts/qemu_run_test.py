@@ -49,7 +49,7 @@ KASAN = "[    0.015496] BUG: KASAN: wild-memory-access in do_raw_spin_lock+0xc3/
 INIT = "[    2.000000] Run /init as init process"
 
 
-def run(tmp, kdir, first, again, kernel=None):
+def run(tmp, kdir, first, again, kernel=None, extra=()):
     """Runs qemu/run with the stand-in; returns (exit status, starts, seconds)."""
     starts = os.path.join(tmp, "starts")
     if os.path.exists(starts):
@@ -60,7 +60,7 @@ def run(tmp, kdir, first, again, kernel=None):
     rc = subprocess.call(
         [os.path.join(ROOT, "qemu", "run"), "--kdir", kdir, "--quiet", "--timeout", "60",
          "--log", os.path.join(tmp, "console.log"), "--ctrls", "0"]
-        + (["--kernel", kernel] if kernel else []) + ["--", "true"],
+        + (["--kernel", kernel] if kernel else []) + list(extra) + ["--", "true"],
         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     took = time.monotonic() - t0
     try:
@@ -95,6 +95,20 @@ def kasan_kernel_boots_4level(tmp, kdir):
     return f"KASAN kernel: rc {rc}, -append {with_kasan}; other: rc {rc2}, -append {without}"
 
 
+def one_vcpu_keeps_barriers(tmp, kdir):
+    """--maxcpus gives a one-vCPU guest a second possible CPU (QEMU then emits its
+    fences: qemu/run's comment), and only when asked."""
+    rc, n, _t = run(tmp, kdir, INIT, INIT, extra=["--smp", "1", "--maxcpus", "2"])
+    with open(os.path.join(tmp, "starts.args")) as f:
+        asked = f.read()
+    rc2, n2, _t = run(tmp, kdir, INIT, INIT, extra=["--smp", "1"])
+    with open(os.path.join(tmp, "starts.args")) as f:
+        plain = f.read()
+    if rc == 0 and rc2 == 0 and " -smp 1,maxcpus=2 " in asked and " -smp 1 " in plain:
+        return None
+    return f"rc {rc}, {rc2}; -smp with --maxcpus 2: {' -smp 1,maxcpus=2 ' in asked}"
+
+
 def main():
     kdir = sys.argv[1]
     checks = [
@@ -124,6 +138,9 @@ def main():
         why = kasan_kernel_boots_4level(tmp, kdir)
         print("PASS kasan_kernel_boots_4level" if why is None
               else f"FAIL kasan_kernel_boots_4level: {why}")
+        why = one_vcpu_keeps_barriers(tmp, kdir)
+        print("PASS one_vcpu_keeps_barriers" if why is None
+              else f"FAIL one_vcpu_keeps_barriers: {why}")
 
 
 if __name__ == "__main__":

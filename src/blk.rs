@@ -182,7 +182,7 @@ impl Operations for NvmeBlk {
     }
 
     fn commit_rqs(q: &IoQueue<'_>) {
-        q.queue.ring_sq();
+        q.queue.commit();
     }
 
     fn complete(rq: Owned<'_, Self>) {

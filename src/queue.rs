@@ -233,9 +233,11 @@ impl<'b> Queue<'b> {
         Ok(())
     }
 
-    /// Writes the SQ tail doorbell if commands were added since it was last written.
-    pub(crate) fn ring_sq(&self) {
+    /// Ends a batch of commands submitted without ringing: writes the SQ tail doorbell if
+    /// commands were added since it was last written.
+    pub(crate) fn commit(&self) {
         let mut sq = self.sq_state.lock();
+        self.stats.commit_locked();
         self.ring_locked(&mut sq);
     }
 

@@ -23,6 +23,9 @@ pub(crate) struct QueueStats {
     /// MMIO writes of the SQ tail and CQ head doorbells (shadow doorbells save some).
     sq_doorbells: AtomicU64,
     cq_doorbells: AtomicU64,
+    /// Batches of commands whose end was committed apart (`commit_rqs`): once per hardware
+    /// queue per blk-mq request list (`queue_rqs`).
+    commits: AtomicU64,
     /// Interrupt handler calls for this queue.
     interrupts: AtomicU64,
     /// Completions reaped by blk-mq polling (polled queues, io_uring IOPOLL).
@@ -47,6 +50,7 @@ impl QueueStats {
                 completed: z(),
                 sq_doorbells: z(),
                 cq_doorbells: z(),
+                commits: z(),
                 interrupts: z(),
                 polled: z(),
                 timeouts: z(),
@@ -64,6 +68,11 @@ impl QueueStats {
     /// Under the SQ lock.
     pub(crate) fn sq_doorbell_locked(&self) {
         bump(&self.sq_doorbells, 1);
+    }
+
+    /// Under the SQ lock.
+    pub(crate) fn commit_locked(&self) {
+        bump(&self.commits, 1);
     }
 
     /// By the CQ's one reaper at a time (see `IrqCell`).
@@ -105,6 +114,7 @@ impl fmt::Debug for QueueStats {
         writeln!(f, "in_flight {}", s.saturating_sub(c))?;
         writeln!(f, "sq_doorbells {}", self.sq_doorbells.load(Relaxed))?;
         writeln!(f, "cq_doorbells {}", self.cq_doorbells.load(Relaxed))?;
+        writeln!(f, "commits {}", self.commits.load(Relaxed))?;
         writeln!(f, "interrupts {}", self.interrupts.load(Relaxed))?;
         writeln!(f, "polled {}", self.polled.load(Relaxed))?;
         writeln!(f, "timeouts {}", self.timeouts.load(Relaxed))?;

@@ -83,6 +83,20 @@ expect_eq transient_map_failure_retried ok "$r"
 cmp -s /tmp/pat /tmp/back && pass transient_map_failure_data_intact ||
 	fail transient_map_failure_data_intact "read back differs"
 expect_eq injected_map_failures_consumed 0 "$(cat $fdm)"
+# The same inside batches (io_uring submitting 16 at once: a plug's list, blk-mq's
+# queue_rqs): a request refused before it was started goes back to blk-mq, which issues it
+# again; every block written is read back and verified.
+echo 5 >$fdm
+if fio --name=batchmap --filename=$dev --ioengine=io_uring --direct=1 --rw=randwrite \
+	--bs=4k --iodepth=16 --iodepth_batch_submit=16 --iodepth_batch_complete_min=16 \
+	--offset=32m --size=1m --randseed=3 --verify=crc32c --verify_fatal=1 \
+	--output=/tmp/batchmap.log; then
+	pass batch_map_failure_retried_data_verified
+else
+	fail batch_map_failure_retried_data_verified \
+		"$(grep -iE 'err|verify' /tmp/batchmap.log | head -3 | tr '\n' ' ')"
+fi
+expect_eq batch_map_failures_consumed 0 "$(cat $fdm)"
 echo 4294967295 >$fdm
 ddres if=$dev of=/dev/null bs=64k skip=160 count=1 iflag=direct >/tmp/unmap.res &
 pid=$! waited=0

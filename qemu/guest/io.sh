@@ -99,6 +99,16 @@ else
 	fio_verify uring_buffered_rand --ioengine=io_uring --direct=0 --rw=randwrite --bs=4k \
 		--iodepth=32 --verify=crc32c $common
 fi
+# Submissions in batches (io_uring_enter with 16 at a time: a plug's list, blk-mq's
+# queue_rqs): verified, and each batch ends with one commit of the SQ tail per hardware
+# queue (without queue_rqs, blk-mq commits a batch apart only after an error).
+# (An I/O scheduler would take the plug's requests instead: none, whatever the kernel's default.)
+echo none >/sys/block/${DEV#/dev/}/queue/scheduler
+k0=$(stat_sum 0 commits)
+fio_verify uring_batch_4k_qd32 --ioengine=io_uring --direct=1 --rw=randwrite --bs=4k \
+	--iodepth=32 --iodepth_batch_submit=16 --iodepth_batch_complete_min=16 \
+	--verify=crc32c $common
+expect_eq batches_committed 1 "$(($(stat_sum 0 commits) - k0 >= 10))"
 
 # --- dd round trips, direct both ways ---------------------------------------------------
 dd if=/dev/urandom of=/tmp/rand bs=1M count=8 2>/dev/null

@@ -1,13 +1,16 @@
 # SPDX-License-Identifier: GPL-2.0
-# `make profile`, guest side: COST_IOS 4 KiB reads one at a time (or QD at a time) on the C driver, then on
-# rnvme, each bracketed by the icount plugin's marks (qemu/helpers/iocost); then the
+# `make profile`, guest side: COST_IOS reads of BS (4 KiB) one at a time (or QD at a time) on the
+# C driver, then on rnvme, each bracketed by the icount plugin's marks (qemu/helpers/iocost); then the
 # modules' symbols for scripts/icount_profile.py.
 . /guest/lib.sh
 
 COST_IOS=${COST_IOS:-5000}
-# QD > 1: fio (io_uring) keeps QD reads in flight, bracketed by `iocost mark`; its start
-# and exit are counted too, the same on both drivers.
+# QD > 1 or a size other than 4k: fio (io_uring) keeps QD reads of BS in flight, BATCH per
+# submission, bracketed by `iocost mark`; its start and exit are counted too, the same on
+# both drivers.
 QD=${QD:-1}
+BS=${BS:-4k}
+BATCH=${BATCH:-1}
 assign_drivers nvme rnvme
 insmod /lib/c/nvme-core.ko && insmod /lib/c/nvme.ko && insmod /lib/rnvme.ko || exit 1
 wait_for 30 test -b /dev/nvme0n1 && wait_for 30 test -b /dev/rnvme0n1 || exit 1
@@ -22,13 +25,15 @@ touch -t 202001010000 /dev/nvme0n1 /dev/rnvme0n1 && sleep 1 || exit 1
 for pass in warmup- ""; do
 	for dev in /dev/nvme0n1 /dev/rnvme0n1; do
 		echo "PROFILE-RUN $pass${dev#/dev/}"
-		if [ "$QD" -eq 1 ]; then
+		if [ "$QD" -eq 1 ] && [ "$BS" = 4k ]; then
 			iocost $dev "$COST_IOS" || exit 1
 		else
 			iocost mark &&
 				fio --name=qd --filename=$dev --direct=1 --ioengine=io_uring --rw=randread \
-					--bs=4k --iodepth=$QD --number_ios=$COST_IOS --size=1g --norandommap \
-					--randrepeat=0 --output=/dev/null &&
+					--bs=$BS --iodepth=$QD --iodepth_batch_submit=$BATCH \
+					--iodepth_batch_complete_min=$BATCH \
+					--number_ios=$COST_IOS --size=1g --norandommap --randrepeat=0 \
+					--output=/dev/null &&
 				iocost mark || exit 1
 		fi
 	done

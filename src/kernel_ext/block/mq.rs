@@ -5,8 +5,9 @@
 //! Shaped like 7.3's `kernel::block::mq` (rnull's binding: the same four files and names,
 //! [`Operations`], [`Request`], [`TagSet`], [`GenDisk`]), which has no sector, length or
 //! operation accessors, no tag lookup, no queue limits, no DMA mapping and no
-//! `commit_rqs`/`map_queues`/`complete`/`timeout`. Everything here that upstream lacks is an
-//! upstream candidate; each item says so where it differs in model, not only in extent:
+//! `commit_rqs`/`queue_rqs`/`map_queues`/`complete`/`timeout`. Everything here that upstream
+//! lacks is an upstream candidate; each item says so where it differs in model, not only in
+//! extent:
 //!
 //! - [`TagSet`] owns a `blk_mq_tag_set`, the driver's per-set data (which maps hardware
 //!   queue indexes to the driver's queues, `hctx->driver_data`), and the disks on it;

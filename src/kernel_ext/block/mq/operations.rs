@@ -11,7 +11,7 @@ use super::{
 use core::{
     ffi::{c_int, c_uint, c_void},
     marker::PhantomData,
-    ptr::NonNull,
+    ptr::{null_mut, NonNull},
     sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering::Relaxed},
 };
 use kernel::{bindings, prelude::*};
@@ -93,6 +93,7 @@ impl<T: Operations> OperationsVTable<T> {
     pub(super) const OPS: bindings::blk_mq_ops = bindings::blk_mq_ops {
         queue_rq: Some(Self::queue_rq),
         commit_rqs: Some(Self::commit_rqs),
+        queue_rqs: Some(Self::queue_rqs),
         complete: Some(Self::complete),
         init_hctx: Some(Self::init_hctx),
         init_request: Some(Self::init_request),
@@ -112,9 +113,14 @@ impl<T: Operations> OperationsVTable<T> {
         unsafe { &*(*hctx).driver_data.cast::<T::Queue<'h>>() }
     }
 
+    /// Also called by [`Self::queue_rqs`], into which it is not inlined: one copy of the issue
+    /// path, laid out as blk-mq's direct calls found it.
+    ///
     /// # Safety
     ///
-    /// Only called by blk-mq, for a tag set created by [`TagSet::new`] for `T`.
+    /// Only called by blk-mq or [`Self::queue_rqs`], for a request of a tag set created by
+    /// [`TagSet::new`] for `T` that blk-mq handed to the caller.
+    #[inline(never)]
     unsafe extern "C" fn queue_rq(
         hctx: *mut bindings::blk_mq_hw_ctx,
         bd: *const bindings::blk_mq_queue_data,
@@ -127,6 +133,79 @@ impl<T: Operations> OperationsVTable<T> {
         // SAFETY: blk-mq handed `rq` to this `queue_rq`, which the token does not outlive.
         let status = T::queue_rq(q, unsafe { Dispatched::new(rq) }, last);
         rq.refuse(status) as bindings::blk_status_t
+    }
+
+    /// A plug's list of requests for one request queue, possibly for several of its hardware
+    /// queues (blk-mq's `queue_rqs`, C's `nvme_queue_rqs`): each goes through `queue_rq`
+    /// with `last` false, and each hardware queue gets one [`Operations::commit_rqs`] when its
+    /// run of requests ends, if any was issued (one doorbell per run, and none of blk-mq's
+    /// per-request dispatch). A refused request is dealt with as blk-mq deals with one
+    /// `queue_rq` refused when it issues a list itself (`blk_mq_issue_direct`): ended with
+    /// the status, or, short of resources, left on the list (not started) or requeued
+    /// (started) for blk-mq to issue again. Upstream candidate.
+    ///
+    /// # Safety
+    ///
+    /// Only called by blk-mq, for a tag set created by [`TagSet::new`] for `T`.
+    unsafe extern "C" fn queue_rqs(list: *mut bindings::rq_list) {
+        // SAFETY: blk-mq hands us its list, whose requests are ours until we return.
+        let list = unsafe { &mut *list };
+        let mut left = bindings::rq_list {
+            head: null_mut(),
+            tail: null_mut(),
+        };
+        // The hardware queue of the current run of requests, and how many it issued.
+        let mut run: *mut bindings::blk_mq_hw_ctx = null_mut();
+        let mut issued = 0u32;
+        while let Some(rq) = NonNull::new(list.head) {
+            let rq = rq.as_ptr();
+            // SAFETY: `rq` heads the list blk-mq handed us (`rq_list_pop`).
+            let hctx = unsafe {
+                list.head = (*rq).__bindgen_anon_1.rq_next;
+                (*rq).__bindgen_anon_1.rq_next = null_mut();
+                (*rq).mq_hctx
+            };
+            if run != hctx {
+                if issued > 0 {
+                    // SAFETY: `run` is a live hctx of our set: hardware contexts live as long
+                    // as their request queue, which the plug's requests hold.
+                    T::commit_rqs(unsafe { Self::queue(run) });
+                }
+                (run, issued) = (hctx, 0);
+            }
+            let bd = bindings::blk_mq_queue_data { rq, last: false };
+            // SAFETY: blk-mq handed `rq`, a request of our set, to this `queue_rqs`; `hctx` is
+            // its live hctx.
+            let status = unsafe { Self::queue_rq(hctx, &bd) };
+            if status == BlkStatus::Ok as bindings::blk_status_t {
+                issued += 1;
+                continue;
+            }
+            // SAFETY: blk-mq handed us `rq`; `queue_rq` refused it, closing its claim.
+            let started = unsafe { Request::<T>::from_raw(rq) }.started();
+            if status != BlkStatus::Resource as bindings::blk_status_t {
+                // SAFETY: a request `queue_rq` refused and nobody claimed: ours to end.
+                unsafe { bindings::blk_mq_end_request(rq, status) };
+            } else if started {
+                // SAFETY: as above: ours to requeue.
+                unsafe { bindings::blk_mq_requeue_request(rq, true) };
+            } else {
+                // `rq_list_add_tail`.
+                // SAFETY: `left.tail`, if set, is a request we put on `left`.
+                unsafe {
+                    match NonNull::new(left.tail) {
+                        Some(tail) => (*tail.as_ptr()).__bindgen_anon_1.rq_next = rq,
+                        None => left.head = rq,
+                    }
+                }
+                left.tail = rq;
+            }
+        }
+        if issued > 0 {
+            // SAFETY: as above.
+            T::commit_rqs(unsafe { Self::queue(run) });
+        }
+        *list = left;
     }
 
     /// # Safety

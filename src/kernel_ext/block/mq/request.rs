@@ -200,6 +200,14 @@ impl<T: Operations> Request<T> {
         }
     }
 
+    /// Whether the request was started (`blk_mq_request_started`). Upstream candidate.
+    pub(super) fn started(&self) -> bool {
+        // SAFETY: `state` of a live request; volatile as blk-mq's `READ_ONCE`, though the
+        // callers (after `refuse` closed the claim) read it when nobody else changes it.
+        let state = unsafe { core::ptr::read_volatile(&raw const (*self.raw()).state) };
+        state != bindings::mq_rq_state_MQ_RQ_IDLE
+    }
+
     /// Calls `f(first_sector, sectors)` for each bio: the ranges of a (merged) discard.
     /// Upstream candidate.
     pub(crate) fn for_each_range(&self, mut f: impl FnMut(u64, u32)) {
@@ -228,13 +236,13 @@ impl<T: Operations> Request<T> {
     }
 }
 
-/// A request blk-mq handed to [`Operations::queue_rq`], lent for that call: only through it
-/// may the driver prepare, map and start the request. Upstream: the `ARef<Request>` that
-/// `Operations::queue_rq` receives.
+/// A request blk-mq handed to [`Operations::queue_rq`] (alone, or in a `queue_rqs` list), lent
+/// for that call: only through it may the driver prepare, map and start the request.
+/// Upstream: the `ARef<Request>` that `Operations::queue_rq` receives.
 ///
 /// # Invariants
 ///
-/// blk-mq dispatched the request to `queue_rq`, which has not returned.
+/// blk-mq dispatched the request to `queue_rq` or `queue_rqs`, which has not returned.
 pub(crate) struct Dispatched<'r, T: Operations>(&'r Request<T>);
 
 impl<T: Operations> Deref for Dispatched<'_, T> {
@@ -248,7 +256,8 @@ impl<T: Operations> Deref for Dispatched<'_, T> {
 impl<'r, T: Operations> Dispatched<'r, T> {
     /// # Safety
     ///
-    /// `rq` was handed to the driver's `queue_rq`, which runs until the token is gone.
+    /// `rq` was handed to the driver's `queue_rq` or `queue_rqs`, which runs until the token
+    /// is gone.
     pub(super) unsafe fn new(rq: &'r Request<T>) -> Self {
         // INVARIANT: see the function's safety section.
         Self(rq)
