@@ -107,7 +107,8 @@ echo none >/sys/block/${DEV#/dev/}/queue/scheduler
 k0=$(stat_sum 0 commits)
 fio_verify uring_batch_4k_qd32 --ioengine=io_uring --direct=1 --rw=randwrite --bs=4k \
 	--iodepth=32 --iodepth_batch_submit=16 --iodepth_batch_complete_min=16 \
-	--verify=crc32c $common
+	--verify=crc32c --size=4M --numjobs=$CPUS --offset_increment=4M --group_reporting \
+	--randseed=42
 expect_eq batches_committed 1 "$(($(stat_sum 0 commits) - k0 >= 10))"
 
 # --- dd round trips, direct both ways ---------------------------------------------------
