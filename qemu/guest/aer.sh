@@ -141,26 +141,43 @@ PATTERN=0x5aa5c33c
 bad_data() {
 	if [ "${2:-}" = show ]; then
 		cat "/tmp/aer-$1.log" "/tmp/aer-$1.err" 2>/dev/null | grep -m1 -E "bad pattern|verify: bad|err= *84"
+		# The whole report, and the first bytes of what the bad read received, in the log.
+		cat "/tmp/aer-$1.log" "/tmp/aer-$1.err" 2>/dev/null | grep -E "fio:|verify|offset" >&2
+		for f in "/tmp/aer-$1.dump"/*received*; do
+			[ -f "$f" ] && echo "$f:" >&2 && od -A d -t x1 "$f" | head -8 >&2
+		done
 	else
 		cat "/tmp/aer-$1.log" "/tmp/aer-$1.err" 2>/dev/null | grep -qE "bad pattern|verify: bad|err= *84"
 	fi
 }
 give_up() {
-	local drv=$1 port=$2 disk=$3 t=$5 rec fio took n dd filled=yes
+	local drv=$1 port=$2 disk=$3 t=$5 rec fio took n dd filled=yes started=yes r0
+	local b=${disk#/dev/}
 	fio --name=fill --filename="$disk" --rw=write --bs=1M --size=16M --ioengine=psync \
 		--direct=1 --verify=pattern --verify_pattern=$PATTERN --do_verify=0 \
 		--output="/tmp/aer-$t-fill.log" || filled=no
 	rec=$(recoveries)
-	fio --name=dead --filename="$disk" --rw=randread --bs=4k --iodepth=32 --ioengine=io_uring \
-		--direct=1 --size=16M --time_based --runtime=120 --verify=pattern \
-		--verify_pattern=$PATTERN --verify_fatal=1 --output="/tmp/aer-$t.log" 2>"/tmp/aer-$t.err" &
+	r0=$(awk '{print $1}' "/sys/block/$b/stat")
+	# verify_dump: a bad read leaves the block fio received in the directory.
+	rm -rf "/tmp/aer-$t.dump" && mkdir "/tmp/aer-$t.dump"
+	(cd "/tmp/aer-$t.dump" && exec fio --name=dead --filename="$disk" --rw=randread --bs=4k \
+		--iodepth=32 --ioengine=io_uring --direct=1 --size=16M --time_based --runtime=120 \
+		--verify=pattern --verify_pattern=$PATTERN --verify_fatal=1 --verify_dump=1 \
+		--output="/tmp/aer-$t.log" 2>"/tmp/aer-$t.err") &
 	fio=$!
-	sleep 2
+	# Once the disk is dead, the block layer answers a read as end of device (0 bytes) and
+	# fio checks its buffer anyway: each of fio's buffers must hold the pattern before the
+	# error, or an untouched one reads as bad data that no device sent. So the error comes
+	# once fio completed 1000 reads (its 32 buffers each filled many times over), not after
+	# a fixed time a slow start may outlast.
+	wait_for 60 sh -c "[ \$(awk '{print \$1}' /sys/block/$b/stat) -ge $((r0 + 1000)) ]" ||
+		started=no
+	echo "$t: $(($(awk '{print $1}' "/sys/block/$b/stat") - r0)) reads completed before the error"
+	bad_data "$t" && echo "$t: fio found bad data before the error was injected"
 	hmp pcie_aer_inject_error "$port" DLP
 	wait_for 60 sh -c "[ \$(dmesg | grep -cE 'device recovery (successful|failed)') -gt $rec ]"
 	expect_eq "${t}_recovery_reported_failed" 1 \
 		"$(dmesg | grep -E 'device recovery (successful|failed)' | tail -n +$((rec + 1)) | grep -c failed)"
-	local b=${disk#/dev/}
 	wait_for 30 sh -c "[ ! -e /sys/block/$b ] || [ \"\$(cat /sys/block/$b/size)\" = 0 ]"
 	local size
 	size=$(cat "/sys/block/$b/size" 2>/dev/null || echo removed)
@@ -174,6 +191,8 @@ give_up() {
 	n=$(wc -c </tmp/aer-read 2>/dev/null || echo 0)
 	if [ $filled = no ]; then
 		fail "${t}_io_fails" "could not write the pattern first"
+	elif [ $started = no ]; then
+		fail "${t}_io_fails" "fio completed fewer than 1000 reads in 60 s before the error"
 	elif kill -0 $dd 2>/dev/null; then
 		fail "${t}_io_fails" "a new read still blocked after 10 s"
 	elif bad_data "$t"; then
