@@ -84,6 +84,10 @@ module! {
             default: 0,
             description: "Polled I/O queues per controller, without interrupts, for io_uring IOPOLL (0-1024, capped by CPUs; default 0)",
         },
+        write_queues: u32 {
+            default: 0,
+            description: "I/O queues for writes and every other non-read command, besides one queue per CPU for reads (0-1024; 0: reads and writes share the queues, the default)",
+        },
     },
 }
 

@@ -14,6 +14,7 @@
 #   BENCH_OUT=out/bench  where the console log, JSON, table and plot go
 #   BENCH_PUBLISH=1      also copy the run (table, plot, JSON) to bench/results/, the table into README.md
 #   BENCH_RNVME_ARGS=    extra rnvme module parameters (to measure an option against C)
+#   BENCH_C_ARGS=        extra nvme (C driver) module parameters (the same option on C)
 #   BENCH_COST_ONLY=1    only the counted cost per I/O (the cost VM, a few minutes)
 #   BENCH_ONLY=REGEX     only the workloads REGEX matches, no cost VM (to try one out)
 #   BENCH_COST_IOS=20000 reads per driver and repetition in the cost VM
@@ -37,6 +38,7 @@ if [ -n "${BENCH_QUICK:-}" ]; then
 	GUEST_ENV="$GUEST_ENV PERF_N='16 64' FS_SECONDS=5 THROTTLE_MBPS=$THROTTLE_MBPS"
 fi
 [ -z "${BENCH_RNVME_ARGS:-}" ] || GUEST_ENV="$GUEST_ENV RNVME_ARGS='$BENCH_RNVME_ARGS'"
+[ -z "${BENCH_C_ARGS:-}" ] || GUEST_ENV="$GUEST_ENV C_ARGS='$BENCH_C_ARGS'"
 [ -z "${BENCH_ONLY:-}" ] || GUEST_ENV="$GUEST_ENV ONLY='$BENCH_ONLY'"
 mkdir -p "$OUT"
 

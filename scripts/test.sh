@@ -430,7 +430,7 @@ for flavour in $FLAVOURS; do
 	hmp_vm "aer-$flavour" "$flavour" --machine q35 --ctrls 3 --untrained-ctrls 1 --backend image \
 		--image-dir "$img/aer" --size 64M --timeout $T -- 'sh /guest/aer.sh'
 	# Polled queues (io_uring IOPOLL) without interrupts.
-	run_vm "poll-$flavour" "$flavour" --ctrls 1 --backend image --image-dir "$img/poll" \
+	run_vm "poll-$flavour" "$flavour" --ctrls 2 --backend image --image-dir "$img/poll" \
 		--size 64M --timeout $T -- 'sh /guest/poll.sh'
 	# A namespace formatted with metadata is skipped, not mis-sized.
 	run_vm "meta-$flavour" "$flavour" --ctrls 1 --ns-args ms=8 --timeout $T \

@@ -36,6 +36,7 @@ pub(crate) fn validate() -> Result {
         ),
         check("io_queues", p::io_queues.value(), 0, 65534, ""),
         check("poll_queues", p::poll_queues.value(), 0, 1024, ""),
+        check("write_queues", p::write_queues.value(), 0, 1024, ""),
         check(
             "probe_fault_step",
             p::probe_fault_step.value(),
@@ -91,4 +92,9 @@ pub(crate) fn io_queues() -> u32 {
 
 pub(crate) fn poll_queues() -> u32 {
     p::poll_queues.value()
+}
+
+/// Queues for writes besides the read queues (0: none, reads and writes share).
+pub(crate) fn write_queues() -> u32 {
+    p::write_queues.value()
 }

@@ -16,7 +16,7 @@ use crate::{
     ioq::{self, IoQueue, QueueIrq},
     kernel_ext::{
         block::mq::TagSet,
-        irq::{irq_type_name, IrqSet},
+        irq::{irq_type_name, IrqSet, Spread},
     },
     params,
     queue::ShadowDoorbells,
@@ -39,8 +39,10 @@ pub(crate) struct Queues<'b> {
     irqs: Option<IrqSet<'b, QueueIrq<'b>>>,
     created: IoQueues<'b>,
     shadow: Option<Arc<ShadowDoorbells>>,
-    /// Queues with interrupts (ids 1..=nr_io), then polled ones.
+    /// Queues with interrupts (ids 1..=nr_io: the default set, then `nr_read` for reads
+    /// only), then polled ones.
     nr_io: u16,
+    nr_read: u16,
     nr_poll: u16,
     depth: u16,
 }
@@ -60,10 +62,13 @@ impl<'b> Queues<'b> {
     ) -> Result<Self> {
         let (pdev, inst) = (hw.pdev, hw.instance);
         let cpus = kernel::cpu::nr_cpu_ids();
+        // With write queues, as the C driver: one read queue per CPU besides them.
+        let writes = params::write_queues();
         let want = match params::io_queues() {
             0 => cpus,
             n => n.min(cpus),
         }
+        .saturating_add(writes)
         .clamp(1, 65534) as u16;
         let want_poll = params::poll_queues().min(cpus).min(65534 - u32::from(want)) as u16;
         let granted_all = u32::from(hw.set_num_queues(want + want_poll)?);
@@ -77,7 +82,12 @@ impl<'b> Queues<'b> {
         // Vectors are allocated all at once: give up the admin queue's, poll meanwhile.
         hw.admin.set_polled(true);
         drop(admin_irq);
-        let irqs = IrqSet::alloc(pdev, 1, granted + 1, Some(1))
+        let split = |n| split_queues(n, writes);
+        let spread = Spread {
+            pre: 1,
+            sets: Some(&split),
+        };
+        let irqs = IrqSet::alloc(pdev, 1, granted + 1, Some(spread))
             .or_else(|_| IrqSet::alloc(pdev, 1, 1, None))
             .ok();
         let mut this = Queues {
@@ -86,6 +96,7 @@ impl<'b> Queues<'b> {
             created: KVec::new(),
             shadow: None,
             nr_io: 0,
+            nr_read: 0,
             nr_poll: 0,
             depth: 0,
         };
@@ -104,6 +115,12 @@ impl<'b> Queues<'b> {
 
         let nvec = irqs.len();
         let nr_io = if nvec > 1 { granted.min(nvec - 1) } else { 1 } as u16;
+        // The sets the vectors were spread in (one vector for all: no read queues).
+        let nr_read = if nvec > 1 {
+            split_queues(nvec - 1, writes)[1].min(u32::from(nr_io) - 1) as u16
+        } else {
+            0
+        };
         let nr_poll = granted_all
             .saturating_sub(u32::from(nr_io))
             .min(u32::from(want_poll)) as u16;
@@ -129,16 +146,17 @@ impl<'b> Queues<'b> {
         if let Some(s) = &this.shadow {
             hw.enable_shadow(s, &this.created);
         }
-        (this.nr_io, this.nr_poll) = (nr_io, nr_poll);
+        (this.nr_io, this.nr_read, this.nr_poll) = (nr_io, nr_read, nr_poll);
         dev_info!(
             pdev.as_ref(),
-            "rnvme{}: {} I/O queues of depth {} on {} {} vector(s), {} polled\n",
+            "rnvme{}: {} I/O queues of depth {} on {} {} vector(s), {} polled, {} for reads only\n",
             inst,
             nr_io,
             this.depth,
             nvec,
             this.irq_name(),
-            nr_poll
+            nr_poll,
+            nr_read
         );
         Ok(this)
     }
@@ -190,7 +208,8 @@ impl<'b> Queues<'b> {
         };
         // One slot of each queue stays empty: a full ring would look empty to the device.
         let ts = TagSet::new(
-            u32::from(self.nr_io),
+            u32::from(self.nr_io - self.nr_read),
+            u32::from(self.nr_read),
             u32::from(self.nr_poll),
             u32::from(self.depth) - 1,
             timeout,
@@ -242,5 +261,19 @@ impl Drop for Queues<'_> {
         // After unbind the controller is stopped already; after a failed probe it is stopped
         // here. The fields follow.
         self.hw.stop();
+    }
+}
+
+/// Splits `n` queues with interrupts into the default set (writes and every other command)
+/// and the read set, for `writes` write queues, as C's `nvme_calc_irq_sets`: without write
+/// queues, or with a single queue, everything shares the default set; otherwise at least
+/// one queue is left for reads. Each set gets vectors spread over every CPU.
+fn split_queues(n: u32, writes: u32) -> [u32; 2] {
+    if n <= 1 || writes == 0 {
+        [n.max(1), 0]
+    } else if writes >= n {
+        [n - 1, 1]
+    } else {
+        [writes, n - writes]
     }
 }

@@ -41,7 +41,7 @@ for pci in $(nvme_pci_devices | sort); do
 done
 [ $i -eq 10 ] || { echo "bench: want 10 NVMe controllers, found $i"; exit 1; }
 # One polled queue each, for the IOPOLL workload.
-insmod /lib/c/nvme-core.ko && insmod /lib/c/nvme.ko poll_queues=1 || exit 1
+insmod /lib/c/nvme-core.ko && insmod /lib/c/nvme.ko poll_queues=1 ${C_ARGS:-} || exit 1
 insmod /lib/rnvme.ko poll_queues=1 ${RNVME_ARGS:-} || exit 1
 # null_blk without completion delay: the block layer's own ceiling.
 insmod /lib/c/null_blk.ko queue_mode=2 irqmode=0 submit_queues=$NCPU poll_queues=1 hw_queue_depth=256 \

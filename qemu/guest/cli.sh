@@ -9,7 +9,7 @@ FUZZ_N=${FUZZ_N:-3000}
 
 # --- bad module parameters: insmod fails and the log names the parameter ---------------
 for bad in io_queue_depth=1 io_queue_depth=5000 io_timeout=0 admin_timeout=4000 \
-	io_queues=70000 poll_queues=2000 probe_fault_step=99; do
+	io_queues=70000 poll_queues=2000 write_queues=2000 probe_fault_step=99; do
 	dmesg -c >/dev/null
 	name=${bad%%=*}
 	if insmod /lib/rnvme.ko "$bad" 2>/dev/null; then

@@ -105,28 +105,61 @@ pub(crate) struct IrqSet<'b, T: VectorHandler> {
     slots: KVec<Pin<KBox<Slot<T>>>>,
 }
 
+/// How an [`IrqSet`] spreads its vectors over the CPUs (`struct irq_affinity`). Upstream
+/// candidate.
+pub(crate) struct Spread<'a> {
+    /// Vectors before the spread ones, left unmanaged (the admin queue's).
+    pub(crate) pre: u32,
+    /// Given how many vectors are spread, their split into at most two sets, each spread
+    /// over every CPU on its own (`calc_sets`: blk-mq's default and read queue maps); a
+    /// second set of 0 makes one set. `None`: one set.
+    pub(crate) sets: Option<&'a dyn Fn(u32) -> [u32; 2]>,
+}
+
+/// `irq_affinity::calc_sets` for a [`Spread`] with sets.
+///
+/// # Safety
+///
+/// `affd.priv_` points to the `&dyn Fn(u32) -> [u32; 2]` of a [`Spread`], live for the call.
+unsafe extern "C" fn calc_sets(affd: *mut bindings::irq_affinity, nvecs: u32) {
+    // SAFETY: The caller guarantees `priv_` (see above); `affd` is the descriptor
+    // `IrqSet::alloc` passed, exclusively ours during the call.
+    unsafe {
+        let split = &*(*affd).priv_.cast::<&dyn Fn(u32) -> [u32; 2]>();
+        let [first, second] = split(nvecs);
+        (*affd).set_size[0] = first;
+        (*affd).set_size[1] = second;
+        (*affd).nr_sets = if second > 0 { 2 } else { 1 };
+    }
+}
+
 impl<'b, T: VectorHandler> IrqSet<'b, T> {
     /// Allocates between `min` and `max` vectors, MSI-X if the device has it, else MSI, else
     /// INTx (`PCI_IRQ_ALL_TYPES`, as the C driver; `pci::IrqTypes` keeps its flags private).
     /// Upstream candidate.
     ///
-    /// With `spread` set, vectors after the first `pre` are spread over the CPUs and
-    /// managed by the kernel (each follows its CPUs through hotplug); the first `pre` (the
-    /// admin queue's) stay unmanaged.
+    /// With `spread`, vectors after the first `pre` are spread over the CPUs (in sets, if it
+    /// has them) and managed by the kernel (each follows its CPUs through hotplug); the first
+    /// `pre` (the admin queue's) stay unmanaged.
     pub(crate) fn alloc(
         pdev: &'b pci::Device<Bound>,
         min: u32,
         max: u32,
-        spread: Option<u32>,
+        spread: Option<Spread<'_>>,
     ) -> Result<Self> {
         let dev = pci_dev_raw(pdev);
         let ret = match spread {
-            Some(pre) => {
+            Some(spread) => {
                 // SAFETY: All-zero is a valid `irq_affinity` (no sets, no callback).
                 let mut affd: bindings::irq_affinity = unsafe { core::mem::zeroed() };
-                affd.pre_vectors = pre;
+                affd.pre_vectors = spread.pre;
+                if let Some(split) = spread.sets.as_ref() {
+                    affd.calc_sets = Some(calc_sets);
+                    affd.priv_ = core::ptr::from_ref(split).cast_mut().cast();
+                }
                 // SAFETY: `dev` is a bound PCI device (from `pdev`), `affd` outlives the
-                // call, which copies what it needs.
+                // call, which copies what it needs; `priv_`, if set, points to `split`,
+                // which outlives the call too, as `calc_sets` requires.
                 unsafe {
                     bindings::pci_alloc_irq_vectors_affinity(
                         dev,

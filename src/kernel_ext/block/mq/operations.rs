@@ -335,14 +335,26 @@ impl<T: Operations> OperationsVTable<T> {
                 Some((dev, first)) => bindings::blk_mq_map_hw_queues(map, dev, first),
                 None => bindings::blk_mq_map_queues(map),
             }
-            if (*set).nr_maps > bindings::hctx_type_HCTX_TYPE_POLL {
-                // No read queues: reads share the default ones.
+            if (*set).nr_maps > bindings::hctx_type_HCTX_TYPE_READ {
+                // Read queues follow the default ones, their vectors too (a set of their
+                // own, spread over every CPU). None: blk-mq sends reads to the default map.
                 let read = &raw mut (*set).map[bindings::hctx_type_HCTX_TYPE_READ as usize];
-                (*read).nr_queues = 0;
+                (*read).nr_queues = header.nr_read;
+                (*read).queue_offset = header.nr_default;
+                if header.nr_read > 0 {
+                    match header.irq_dev {
+                        Some((dev, first)) => {
+                            bindings::blk_mq_map_hw_queues(read, dev, first + header.nr_default)
+                        }
+                        None => bindings::blk_mq_map_queues(read),
+                    }
+                }
+            }
+            if (*set).nr_maps > bindings::hctx_type_HCTX_TYPE_POLL {
                 // Polled queues have no interrupt, hence no affinity: spread them evenly.
                 let poll = &raw mut (*set).map[bindings::hctx_type_HCTX_TYPE_POLL as usize];
                 (*poll).nr_queues = header.nr_poll;
-                (*poll).queue_offset = header.nr_default;
+                (*poll).queue_offset = header.nr_default + header.nr_read;
                 bindings::blk_mq_map_queues(poll);
             }
         }

@@ -27,8 +27,10 @@ pub(super) struct SetHeader<'a, T: Operations> {
     /// Device whose MSI-X vector affinity the queue map follows, and the first vector used
     /// by hardware queue 0; `None` maps queues to CPUs evenly.
     pub(super) irq_dev: Option<(*mut bindings::device, u32)>,
-    /// Hardware queues with interrupts (the default map), then polled ones (the poll map).
+    /// Hardware queues with interrupts (the default map, then the read map), then polled
+    /// ones (the poll map).
     pub(super) nr_default: u32,
+    pub(super) nr_read: u32,
     pub(super) nr_poll: u32,
     pub(super) data: T::SetData<'a>,
 }
@@ -53,15 +55,18 @@ unsafe impl<T: Operations> Send for TagSet<'_, T> where T::SetData<'static>: Sen
 unsafe impl<T: Operations> Sync for TagSet<'_, T> {}
 
 impl<'a, T: Operations> TagSet<'a, T> {
-    /// Creates a tag set of `nr_hw_queues` queues with interrupts and `nr_poll` polled queues
-    /// after them (for `REQ_POLLED` I/O, io_uring's IOPOLL), of `depth` tags each. Upstream:
-    /// `TagSet::new`; upstream candidate: polled queues, the timeout and a queue map that
-    /// follows the interrupt vectors.
+    /// Creates a tag set of `nr_hw_queues` queues with interrupts, `nr_read` queues with
+    /// interrupts for reads only after them (the others take writes and every other
+    /// request; 0: reads too), and `nr_poll` polled queues last (for `REQ_POLLED` I/O,
+    /// io_uring's IOPOLL), of `depth` tags each. Upstream: `TagSet::new`; upstream
+    /// candidate: read and polled queues, the timeout and a queue map that follows the
+    /// interrupt vectors.
     ///
     /// `irq` (the device and the vector of hardware queue 0) maps CPUs to queues by the
     /// vectors' affinity, so a request completes on a CPU that submitted to its queue.
     pub(crate) fn new(
         nr_hw_queues: u32,
+        nr_read: u32,
         nr_poll: u32,
         depth: u32,
         timeout_jiffies: u32,
@@ -72,6 +77,7 @@ impl<'a, T: Operations> TagSet<'a, T> {
             SetHeader {
                 irq_dev: irq.map(|(d, v)| (device_raw(d), v)),
                 nr_default: nr_hw_queues,
+                nr_read,
                 nr_poll,
                 data,
             },
@@ -83,10 +89,13 @@ impl<'a, T: Operations> TagSet<'a, T> {
         // header outlives the set (invariant: freed after it in `drop`).
         let ret = unsafe {
             (*raw).ops = &OperationsVTable::<T>::OPS;
-            (*raw).nr_hw_queues = nr_hw_queues + nr_poll;
-            // Default, read (unused) and poll maps when there are polled queues.
+            (*raw).nr_hw_queues = nr_hw_queues + nr_read + nr_poll;
+            // The default map, then the read map (empty without read queues: reads use the
+            // default one), then the poll map, as far as needed.
             (*raw).nr_maps = if nr_poll > 0 {
                 bindings::hctx_type_HCTX_TYPE_POLL + 1
+            } else if nr_read > 0 {
+                bindings::hctx_type_HCTX_TYPE_READ + 1
             } else {
                 1
             };
