@@ -237,6 +237,17 @@ fn identify_controller_rejects_bad_data() {
     );
 }
 
+/// NGUID at byte 104, EUI64 at 120 (as QEMU's nguid= and eui64= put them).
+#[test]
+fn identify_namespace_identifiers() {
+    let mut b = id_ns(8, 0, 0, &[(0, 9)]);
+    b[104..120].copy_from_slice(&[0xa1; 16]);
+    b[120..128].copy_from_slice(&[0x52, 0x54, 0, 0x12, 0x34, 0x56, 0x78, 0x9a]);
+    let ns = IdentifyNamespace::parse(&b).unwrap();
+    assert_eq!(ns.nguid, [0xa1; 16]);
+    assert_eq!(ns.eui64, [0x52, 0x54, 0, 0x12, 0x34, 0x56, 0x78, 0x9a]);
+}
+
 #[test]
 fn identify_namespace_formats() {
     let b = id_ns(1 << 21, 1, 0, &[(0, 9), (0, 12)]);
@@ -722,6 +733,8 @@ fn namespace_discard_granularity() {
         noiob: 0,
         npdg: 7,
         npda: 3,
+        nguid: [0; 16],
+        eui64: [0; 8],
     };
     assert_eq!(id.discard_granularity_blocks(), 1);
     id.nsfeat = 1 << 4;
@@ -771,4 +784,130 @@ fn command_retry_delay() {
     assert_eq!(hb[0], 1);
     assert!(hb[1..].iter().all(|&x| x == 0));
     assert_eq!(host_behavior(false)[0], 0);
+}
+
+mod ns_ids {
+    use crate::spec::ns_ids::NsIds;
+
+    /// A descriptor: type, length, two reserved bytes, the value.
+    fn desc(out: &mut Vec<u8>, t: u8, value: &[u8]) {
+        out.extend_from_slice(&[t, value.len() as u8, 0, 0]);
+        out.extend_from_slice(value);
+    }
+
+    const UUID: [u8; 16] = [
+        0x12, 0x34, 0x56, 0x78, 0x9a, 0xbc, 0xde, 0xf0, 0x01, 0x23, 0x45, 0x67, 0x89, 0xab, 0xcd,
+        0xef,
+    ];
+    const NGUID: [u8; 16] = [
+        0xa1, 0xa2, 0xa3, 0xa4, 0xa5, 0xa6, 0xa7, 0xa8, 0xa9, 0xaa, 0xab, 0xac, 0xad, 0xae, 0xaf,
+        0xb0,
+    ];
+    const EUI64: [u8; 8] = [0x52, 0x54, 0x00, 0x12, 0x34, 0x56, 0x78, 0x9a];
+
+    fn text(f: impl Fn(&mut String) -> core::fmt::Result) -> String {
+        let mut s = String::new();
+        f(&mut s).unwrap();
+        s
+    }
+
+    #[test]
+    fn descriptor_list_as_qemu_sends_it() {
+        let mut b = Vec::new();
+        desc(&mut b, 3, &UUID);
+        desc(&mut b, 1, &EUI64);
+        desc(&mut b, 2, &NGUID);
+        desc(&mut b, 4, &[0]);
+        b.resize(4096, 0);
+        let ids = NsIds::from_descriptors(&b);
+        assert_eq!(
+            (ids.uuid, ids.nguid, ids.eui64, ids.csi),
+            (UUID, NGUID, EUI64, 0)
+        );
+        assert_eq!(
+            text(|s| ids.write_wwid(s, 0x1b36, "s0", "QEMU", 1)),
+            "uuid.12345678-9abc-def0-0123-456789abcdef\n"
+        );
+        assert_eq!(
+            text(|s| ids.write_uuid(s)),
+            "12345678-9abc-def0-0123-456789abcdef\n"
+        );
+        assert_eq!(
+            text(|s| ids.write_nguid(s)),
+            "a1a2a3a4-a5a6-a7a8-a9aa-abacadaeafb0\n"
+        );
+        assert_eq!(text(|s| ids.write_eui(s)), "52 54 00 12 34 56 78 9a\n");
+    }
+
+    #[test]
+    fn bad_descriptors_end_the_walk() {
+        // A known type with the wrong length: what came before stays, nothing after.
+        let mut b = Vec::new();
+        desc(&mut b, 1, &EUI64);
+        desc(&mut b, 2, &NGUID[..8]);
+        desc(&mut b, 3, &UUID);
+        b.resize(4096, 0);
+        let ids = NsIds::from_descriptors(&b);
+        assert_eq!(
+            (ids.eui64, ids.has_nguid(), ids.has_uuid()),
+            (EUI64, false, false)
+        );
+        // An unknown type is skipped.
+        let mut b = Vec::new();
+        desc(&mut b, 0x7f, &[1, 2, 3]);
+        desc(&mut b, 3, &UUID);
+        assert_eq!(NsIds::from_descriptors(&b).uuid, UUID);
+        // One running past the end, or a zero length, ends it.
+        let mut b = Vec::new();
+        desc(&mut b, 3, &UUID);
+        assert!(!NsIds::from_descriptors(&b[..19]).has_uuid());
+        assert_eq!(NsIds::from_descriptors(&[0u8; 4096]), NsIds::default());
+        // Any bytes parse without a panic.
+        for seed in 0..2000u32 {
+            let b: Vec<u8> = (0..64u32)
+                .map(|i| (seed.wrapping_mul(2654435761).wrapping_add(i * 40503) >> 13) as u8)
+                .collect();
+            let _ = NsIds::from_descriptors(&b);
+        }
+    }
+
+    #[test]
+    fn identify_fields_fill_in_by_version() {
+        let mut ids = NsIds::default();
+        ids.fill_from_identify(EUI64, NGUID, 0x1_00_00);
+        assert_eq!(ids, NsIds::default());
+        ids.fill_from_identify(EUI64, NGUID, 0x1_01_00);
+        assert_eq!((ids.eui64, ids.has_nguid()), (EUI64, false));
+        ids.fill_from_identify(EUI64, NGUID, 0x1_04_00);
+        assert_eq!(ids.nguid, NGUID);
+        // The descriptors' values win.
+        let mut b = Vec::new();
+        desc(&mut b, 1, &[9; 8]);
+        let mut ids = NsIds::from_descriptors(&b);
+        ids.fill_from_identify(EUI64, NGUID, 0x1_04_00);
+        assert_eq!((ids.eui64, ids.nguid), ([9; 8], NGUID));
+    }
+
+    #[test]
+    fn wwid_falls_back_as_the_c_driver() {
+        let mut ids = NsIds {
+            nguid: NGUID,
+            eui64: EUI64,
+            ..NsIds::default()
+        };
+        let w = |ids: &NsIds| text(|s| ids.write_wwid(s, 0x1b36, "rnvme-s0", "QEMU NVMe Ctrl", 2));
+        assert_eq!(w(&ids), "eui.a1a2a3a4a5a6a7a8a9aaabacadaeafb0\n");
+        // No UUID: the uuid file shows the NGUID.
+        assert_eq!(
+            text(|s| ids.write_uuid(s)),
+            "a1a2a3a4-a5a6-a7a8-a9aa-abacadaeafb0\n"
+        );
+        ids.nguid = [0; 16];
+        assert_eq!(w(&ids), "eui.525400123456789a\n");
+        ids.eui64 = [0; 8];
+        assert_eq!(
+            w(&ids),
+            "nvme.1b36-726e766d652d7330-51454d55204e564d65204374726c-00000002\n"
+        );
+    }
 }

@@ -26,6 +26,8 @@ FAIL=0
 HOST_VERIFIED_MIB=0
 FAILED_NAMES=()
 # QEMU trace events every VM scenario records: the evidence of what the device did.
+# The cli scenario's namespace identifiers (qemu/guest/cli.sh checks them).
+NS1_UUID=5aa5c33c-0b1e-4c2d-9e8f-0123456789ab NS1_EUI64=0x5254000000c0ffee NS2_EUI64=0x52540000000beef2
 TRACE_EVENTS=pci_nvme_read,pci_nvme_write,pci_nvme_io_cmd,pci_nvme_admin_cmd,pci_nvme_create_sq,pci_nvme_dsm*,pci_nvme_map_sgl,pci_nvme_mmio_start_success,pci_nvme_mmio_shutdown_set
 
 # ok NAME / bad NAME [WHY]: one test result; NAME is "scenario: test".
@@ -451,8 +453,13 @@ for flavour in $FLAVOURS; do
 		-- "$SPECIAL_ENV EXPECT_QUEUES='1 I/O queues of depth [0-9]+ on 1 MSI-X' sh /guest/io.sh"
 	# nvme-cli through /dev/rnvme0 and its disks, compared with the C driver on an
 	# identical controller; ioctl edge cases, a bounded fuzz, unbind with open files.
+	# Namespace identifiers: namespace 1 has a UUID and an EUI64, namespace 2 an EUI64
+	# only (its UUID all zeroes: QEMU's default is a random one), the same on both
+	# controllers; QEMU 7.2 has no NGUID property.
 	run_vm "cli-$flavour" "$flavour" --ctrls 2 --ns 2 --backend image --size 64M \
-		--timeout $T -- "FUZZ_N=$FUZZ_N sh /guest/cli.sh"
+		--ns-extra "1:uuid=$NS1_UUID,eui64=$NS1_EUI64" \
+		--ns-extra "2:uuid=00000000-0000-0000-0000-000000000000,eui64=$NS2_EUI64" \
+		--timeout $T -- "FUZZ_N=$FUZZ_N NS1_UUID=$NS1_UUID sh /guest/cli.sh"
 	# Namespace attach/detach: asynchronous events add and remove disks.
 	run_vm "aen-$flavour" "$flavour" --ctrls 1 --ns 2 --subsys --detached 2 \
 		--backend image --image-dir "$img/aen" --size 64M --timeout $T -- 'sh /guest/aen.sh'

@@ -13,8 +13,12 @@ use crate::{
     hw::Hw,
     ioctl::{self, DiskLink},
     ioq::{IoQueue, LIST_ENTRIES},
-    kernel_ext::block::mq::{
-        BlkStatus, Dispatched, Mapping, Operations, Owned, ReqOp, Request, TagSetRef, Tags, Timeout,
+    kernel_ext::{
+        block::mq::{
+            BlkStatus, Dispatched, Mapping, Operations, Owned, ReqOp, Request, TagSetRef, Tags,
+            Timeout,
+        },
+        sysfs::SysfsBuf,
     },
     ns::Namespace,
     params,
@@ -29,6 +33,7 @@ use crate::{
 use kernel::{
     page::PAGE_SIZE,
     prelude::*,
+    str::CStr,
     sync::Arc,
     time::{ClockSource, Monotonic},
 };
@@ -230,6 +235,16 @@ impl Operations for NvmeBlk {
 
     fn ioctl(p: &DiskLink, writable: bool, cmd: u32, arg: usize) -> Result<isize> {
         ioctl::disk_ioctl(p, writable, cmd, arg)
+    }
+
+    const DISK_ATTRS: &'static [&'static CStr] = ioctl::DISK_ATTR_NAMES;
+
+    fn disk_attr_visible(p: &DiskLink, index: usize) -> bool {
+        p.attr_visible(index)
+    }
+
+    fn disk_attr_show(p: &DiskLink, index: usize, out: &mut SysfsBuf<'_>) -> core::fmt::Result {
+        p.show_attr(index, out)
     }
 
     fn shorten_set<'s, 'l: 's>(d: &'s IoSet<'l>) -> &'s IoSet<'s> {

@@ -21,11 +21,14 @@ use crate::{
     ctrl::Shared,
     hw::State,
     kernel_ext::{
-        chardev::{capable_sys_admin, CharDevOps, SysfsBuf},
+        chardev::{capable_sys_admin, CharDevOps},
         lease::Lease,
+        sysfs::SysfsBuf,
     },
     params,
     spec::{
+        identify::AsciiField,
+        ns_ids::NsIds,
         passthru::{self as pt, Direction, Layout, PassthruCmd, UserIo},
         prp,
     },
@@ -49,6 +52,54 @@ pub(crate) type CtrlLink = Lease<ForLt!(Shared<'_>)>;
 pub(crate) struct DiskLink {
     pub(crate) ctrl: Arc<CtrlLink>,
     pub(crate) nsid: u32,
+    /// The namespace's identifiers, for its sysfs attributes (which must not take the
+    /// controller's locks: removing a disk under them waits for running readers).
+    pub(crate) ids: DiskIds,
+}
+
+/// What a disk's identifier attributes show: fixed while the disk exists (C removes a disk
+/// whose namespace changed identifiers; rnvme keeps what it found when adding it).
+pub(crate) struct DiskIds {
+    pub(crate) ids: NsIds,
+    pub(crate) vid: u16,
+    pub(crate) serial: AsciiField<20>,
+    pub(crate) model: AsciiField<40>,
+}
+
+/// sysfs attributes of a namespace's disk (`/sys/block/rnvme<C>n<N>/`), as the C driver's:
+/// the identifiers udev names `/dev/disk/by-id` links after.
+pub(crate) const DISK_ATTR_NAMES: &[&CStr] = &[c"wwid", c"uuid", c"nguid", c"eui", c"csi", c"nsid"];
+
+impl DiskLink {
+    /// Whether the disk has attribute `index` of [`DISK_ATTR_NAMES`]: as C, `uuid` needs a
+    /// UUID or an NGUID (it shows the NGUID without a UUID), `nguid` and `eui` their own.
+    pub(crate) fn attr_visible(&self, index: usize) -> bool {
+        let ids = &self.ids.ids;
+        match DISK_ATTR_NAMES.get(index).map(|n| n.to_bytes()) {
+            Some(b"uuid") => ids.has_uuid() || ids.has_nguid(),
+            Some(b"nguid") => ids.has_nguid(),
+            Some(b"eui") => ids.has_eui64(),
+            Some(_) => true,
+            None => false,
+        }
+    }
+
+    /// Writes attribute `index` of [`DISK_ATTR_NAMES`].
+    pub(crate) fn show_attr(&self, index: usize, out: &mut SysfsBuf<'_>) -> core::fmt::Result {
+        let d = &self.ids;
+        match DISK_ATTR_NAMES.get(index).map(|n| n.to_bytes()) {
+            Some(b"wwid") => {
+                let (serial, model) = (d.serial.as_str(), d.model.as_str());
+                d.ids.write_wwid(out, d.vid, serial, model, self.nsid)
+            }
+            Some(b"uuid") => d.ids.write_uuid(out),
+            Some(b"nguid") => d.ids.write_nguid(out),
+            Some(b"eui") => d.ids.write_eui(out),
+            Some(b"csi") => writeln!(out, "{}", d.ids.csi),
+            Some(b"nsid") => writeln!(out, "{}", self.nsid),
+            _ => Err(core::fmt::Error),
+        }
+    }
 }
 
 /// The controller character device.
@@ -66,9 +117,15 @@ const ATTR_NAMES: &[&CStr] = &[
     c"resets",
 ];
 
+/// Write-only controls of `/sys/class/misc/rnvme<N>`, as the C driver's: a write of
+/// anything resets the controller (returning once it is back, or with the reset's error),
+/// or rescans its namespaces.
+const STORE_ATTR_NAMES: &[&CStr] = &[c"reset_controller", c"rescan_controller"];
+
 impl CharDevOps for CtrlChar {
     type Link = CtrlLink;
     const ATTRS: &'static [&'static CStr] = ATTR_NAMES;
+    const STORE_ATTRS: &'static [&'static CStr] = STORE_ATTR_NAMES;
 
     fn ioctl(link: &CtrlLink, cmd: u32, arg: usize) -> Result<isize> {
         link.with(|s| ctrl_ioctl(s, cmd, arg))
@@ -78,6 +135,17 @@ impl CharDevOps for CtrlChar {
     fn show(link: &CtrlLink, index: usize, out: &mut SysfsBuf<'_>) -> core::fmt::Result {
         link.with(|s| show_attr(s, index, out))
             .unwrap_or(Err(core::fmt::Error))
+    }
+
+    fn store(link: &CtrlLink, index: usize, _input: &[u8]) -> Result {
+        link.with(
+            |s| match STORE_ATTR_NAMES.get(index).map(|n| n.to_bytes()) {
+                Some(b"reset_controller") => s.reset("reset requested through sysfs"),
+                Some(b"rescan_controller") => s.rescan(),
+                _ => Err(EINVAL),
+            },
+        )
+        .unwrap_or(Err(ENODEV))
     }
 }
 

@@ -13,7 +13,7 @@ use crate::{
     blk::NvmeBlk,
     ctrl::Shared,
     hw::{Hw, State},
-    ioctl::DiskLink,
+    ioctl::{DiskIds, DiskLink},
     kernel_ext::block::mq::{DiskRef, NewDisk},
     ns::{servable, Namespace},
     params,
@@ -21,6 +21,7 @@ use crate::{
         command::{cns, Command},
         effects,
         identify::{self, IdentifyController, IdentifyNamespace, NS_LIST_MAX},
+        ns_ids::NsIds,
     },
 };
 use kernel::{page::PAGE_SHIFT, prelude::*};
@@ -83,8 +84,8 @@ impl<'b> Shared<'b> {
                 Command::identify(cns::NAMESPACE, nsid, 0),
                 "Identify Namespace",
             )?;
-            let ns = match IdentifyNamespace::parse(&data) {
-                Ok(nid) => Namespace::new(self.hw.pdev, id, nsid, nid),
+            let nid = match IdentifyNamespace::parse(&data) {
+                Ok(nid) => nid,
                 Err(e) => {
                     dev_warn!(
                         self.hw.pdev.as_ref(),
@@ -93,7 +94,8 @@ impl<'b> Shared<'b> {
                     continue;
                 }
             };
-            let ns = match ns {
+            let ids = self.namespace_ids(nsid, &nid);
+            let ns = match Namespace::new(self.hw.pdev, id, nsid, nid) {
                 Ok(ns) => ns,
                 Err(why) => {
                     dev_warn!(
@@ -110,6 +112,12 @@ impl<'b> Shared<'b> {
             let private = DiskLink {
                 ctrl: self.link.clone(),
                 nsid,
+                ids: DiskIds {
+                    ids,
+                    vid: id.vid,
+                    serial: id.serial,
+                    model: id.model,
+                },
             };
             let disk = NewDisk {
                 limits,
@@ -139,6 +147,28 @@ impl<'b> Shared<'b> {
             );
         }
         Ok(())
+    }
+
+    /// Namespace `nsid`'s identifiers, as the C driver gathers them: the Namespace
+    /// Identification Descriptor list (NVMe 1.3 on), then EUI64 and NGUID from Identify
+    /// Namespace where the list had none. A controller that refuses the list loses only
+    /// what only the list holds (the UUID).
+    fn namespace_ids(&self, nsid: u32, nid: &IdentifyNamespace) -> NsIds {
+        let ver = self.id.ver;
+        let mut ids = NsIds::default();
+        if ver >= 0x1_03_00 {
+            let cmd = Command::identify(cns::NS_DESC_LIST, nsid, 0);
+            match self.hw.try_admin_read(cmd) {
+                Ok(data) => ids = NsIds::from_descriptors(&data),
+                Err(e) => dev_warn!(
+                    self.hw.pdev.as_ref(),
+                    "rnvme{}n{nsid}: Identify (Namespace Identification Descriptors) failed: {e}\n",
+                    self.hw.instance
+                ),
+            }
+        }
+        ids.fill_from_identify(nid.eui64, nid.nguid, ver);
+        ids
     }
 
     /// Identifies the namespace of disk `d` again and applies a changed format or size to

@@ -5,11 +5,13 @@
 //! `kernel::miscdevice` in 7.3 takes a `&'static` name, no parent, no attributes and no
 //! per-registration data. [`CharDev`] registers a `struct miscdevice` the same way but with a
 //! name built at probe, the PCI device as parent (so it appears under it in sysfs), read-only
-//! attributes in the device's attribute group, mode 0600, and a `'static` link every open
-//! file holds a reference to (open files outlive the registration).
+//! and write-only attributes in the device's attribute group, mode 0600, and a `'static`
+//! link every open file holds a reference to (open files outlive the registration).
 
-use super::device_raw;
-use core::fmt::Write;
+use super::{
+    device_raw,
+    sysfs::{AttrGroup, SysfsBuf},
+};
 use kernel::{
     bindings,
     device::{Bound, Device},
@@ -19,9 +21,6 @@ use kernel::{
     sync::Arc,
     types::{ForeignOwnable, Opaque},
 };
-
-/// Most attributes one character device has.
-pub(crate) const MAX_ATTRS: usize = 16;
 
 /// What a character device does.
 pub(crate) trait CharDevOps: 'static {
@@ -33,31 +32,14 @@ pub(crate) trait CharDevOps: 'static {
     fn ioctl(link: &Self::Link, cmd: u32, arg: usize) -> Result<isize>;
     /// Writes attribute `index` of [`Self::ATTRS`], one line.
     fn show(link: &Self::Link, index: usize, out: &mut SysfsBuf<'_>) -> core::fmt::Result;
-}
-
-/// The `PAGE_SIZE` buffer of a sysfs `show`: writes past its end are cut off. Upstream
-/// candidate.
-pub(crate) struct SysfsBuf<'a> {
-    buf: &'a mut [u8],
-    len: usize,
-}
-
-impl Write for SysfsBuf<'_> {
-    fn write_str(&mut self, s: &str) -> core::fmt::Result {
-        let room = self.buf.len() - self.len;
-        let n = s.len().min(room);
-        self.buf[self.len..self.len + n].copy_from_slice(&s.as_bytes()[..n]);
-        self.len += n;
-        Ok(())
+    /// Names of the write-only sysfs attributes (mode 0200, as C's `S_IWUSR` controls),
+    /// handled by [`Self::store`] by index.
+    const STORE_ATTRS: &'static [&'static CStr] = &[];
+    /// A write of `input` to attribute `index` of [`Self::STORE_ATTRS`]; an error is the
+    /// write's.
+    fn store(_link: &Self::Link, _index: usize, _input: &[u8]) -> Result {
+        Err(EINVAL)
     }
-}
-
-/// The attribute group and what it points to; boxed, so the pointers stay valid.
-struct Attrs {
-    attrs: [bindings::device_attribute; MAX_ATTRS],
-    ptrs: [*mut bindings::attribute; MAX_ATTRS + 1],
-    group: bindings::attribute_group,
-    groups: [*const bindings::attribute_group; 2],
 }
 
 /// A registered character device. Upstream candidate.
@@ -74,7 +56,7 @@ pub(crate) struct CharDev<T: CharDevOps> {
     #[pin]
     misc: Opaque<bindings::miscdevice>,
     name: CString,
-    attrs: KBox<Attrs>,
+    attrs: KBox<AttrGroup>,
     link: Arc<T::Link>,
 }
 
@@ -91,38 +73,19 @@ impl<T: CharDevOps> CharDev<T> {
         parent: &Device<Bound>,
         link: Arc<T::Link>,
     ) -> Result<Pin<KBox<Self>>> {
-        if T::ATTRS.len() > MAX_ATTRS {
-            return Err(EINVAL);
-        }
         let name = CString::try_from_fmt(name)?;
-        let mut attrs = KBox::new(
-            Attrs {
-                attrs: pin_init::zeroed(),
-                ptrs: [core::ptr::null_mut(); MAX_ATTRS + 1],
-                group: pin_init::zeroed(),
-                groups: [core::ptr::null(); 2],
-            },
-            GFP_KERNEL,
+        let mut attrs = AttrGroup::new(
+            T::ATTRS,
+            Self::show,
+            T::STORE_ATTRS,
+            Self::store,
+            None,
+            kernel::static_lock_class!(),
         )?;
-        let a = &mut *attrs;
-        for (i, n) in T::ATTRS.iter().enumerate() {
-            a.attrs[i].attr.name = n.as_char_ptr();
-            a.attrs[i].attr.mode = 0o444;
-            a.attrs[i].__bindgen_anon_1.show = Some(Self::show);
-            // `sysfs_attr_init`: lockdep needs a static key for attributes that are not
-            // static themselves.
-            #[cfg(CONFIG_DEBUG_LOCK_ALLOC)]
-            {
-                a.attrs[i].attr.key = kernel::static_lock_class!().as_ptr();
-            }
-            a.ptrs[i] = &raw mut a.attrs[i].attr;
-        }
-        a.group.__bindgen_anon_2.attrs = a.ptrs.as_mut_ptr();
-        a.groups[0] = &raw const a.group;
         let parent = device_raw(parent);
         // Heap pointers: they stay valid when `name` and `attrs` move into the structure.
         let name_ptr = name.as_char_ptr();
-        let groups = attrs.groups.as_mut_ptr();
+        let groups = attrs.groups();
         // INVARIANT: `misc` is registered last, pointing into `name` and `attrs`, which move
         // into the structure with it; `drop` deregisters it first.
         let init = try_pin_init!(Self {
@@ -216,19 +179,46 @@ impl<T: CharDevOps> CharDev<T> {
     ) -> isize {
         // SAFETY: `misc_register` made the miscdevice the device's driver data (invariant);
         // it stays registered during this call; `buf` is a page sysfs gives us.
-        let (this, buf) = unsafe {
+        let (this, mut out) = unsafe {
             (
                 Self::from_misc((*dev).driver_data.cast()),
-                core::slice::from_raw_parts_mut(buf.cast::<u8>(), kernel::page::PAGE_SIZE),
+                SysfsBuf::from_show(buf),
             )
         };
-        let base = this.attrs.attrs.as_ptr() as usize;
-        let index = (attr as usize - base) / core::mem::size_of::<bindings::device_attribute>();
-        let mut out = SysfsBuf { buf, len: 0 };
-        if index >= T::ATTRS.len() || T::show(&this.link, index, &mut out).is_err() {
-            return EIO.to_errno() as isize;
+        match this.attrs.index_of(attr) {
+            Some(i) if i < T::ATTRS.len() && T::show(&this.link, i, &mut out).is_ok() => out.len(),
+            _ => EIO.to_errno() as isize,
         }
-        out.len as isize
+    }
+
+    /// # Safety
+    ///
+    /// Called by sysfs for one of our attributes while the device is registered (device
+    /// removal waits for running `store` calls).
+    unsafe extern "C" fn store(
+        dev: *mut bindings::device,
+        attr: *mut bindings::device_attribute,
+        buf: *const c_char,
+        count: usize,
+    ) -> isize {
+        // SAFETY: As in `show`; `buf` holds the `count` bytes written.
+        let (this, input) = unsafe {
+            (
+                Self::from_misc((*dev).driver_data.cast()),
+                core::slice::from_raw_parts(buf.cast::<u8>(), count),
+            )
+        };
+        let Some(index) = this
+            .attrs
+            .index_of(attr)
+            .and_then(|i| i.checked_sub(T::ATTRS.len()))
+        else {
+            return EIO.to_errno() as isize;
+        };
+        match T::store(&this.link, index, input) {
+            Ok(()) => count as isize,
+            Err(e) => e.to_errno() as isize,
+        }
     }
 }
 

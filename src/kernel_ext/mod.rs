@@ -17,6 +17,7 @@ pub(crate) mod mmio;
 pub(crate) mod pci_driver;
 pub(crate) mod spinlock;
 pub(crate) mod sync;
+pub(crate) mod sysfs;
 
 use kernel::{bindings, device, pci};
 

@@ -273,6 +273,10 @@ pub(crate) struct IdentifyNamespace {
     /// Preferred deallocate granularity and alignment (0's based), valid when OPTPERF says.
     pub(crate) npdg: u16,
     pub(crate) npda: u16,
+    /// Namespace Globally Unique Identifier (all zeroes: none).
+    pub(crate) nguid: [u8; 16],
+    /// IEEE Extended Unique Identifier (all zeroes: none).
+    pub(crate) eui64: [u8; 8],
 }
 
 impl IdentifyNamespace {
@@ -321,6 +325,8 @@ impl IdentifyNamespace {
             noiob: le16(b, 46),
             npdg: le16(b, 68),
             npda: le16(b, 70),
+            nguid: b[104..120].try_into().unwrap_or_default(),
+            eui64: b[120..128].try_into().unwrap_or_default(),
         })
     }
 

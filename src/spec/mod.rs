@@ -13,6 +13,7 @@ pub(crate) mod completion;
 pub(crate) mod effects;
 pub(crate) mod event;
 pub(crate) mod identify;
+pub(crate) mod ns_ids;
 pub(crate) mod passthru;
 pub(crate) mod prp;
 pub(crate) mod regs;

@@ -4,10 +4,15 @@
 //! `kernel::block::mq::gen_disk`).
 
 use super::{dma_map::MAX_SEGMENTS, Operations, Request, TagSet};
-use crate::kernel_ext::{device_raw, sync::MemallocNoio};
+use crate::kernel_ext::{
+    device_raw,
+    sync::MemallocNoio,
+    sysfs::{AttrGroup, SysfsBuf},
+};
 use core::{
     ffi::{c_int, c_uint, c_void},
     marker::PhantomData,
+    mem::offset_of,
     ptr::NonNull,
 };
 use kernel::{
@@ -91,6 +96,86 @@ impl<T: Operations> DiskOps<T> {
         ..pin_init::zeroed()
     };
 
+    /// The private data of the disk whose device (`disk_to_dev`) is `dev`.
+    ///
+    /// # Safety
+    ///
+    /// `dev` is the device of a live disk created by [`GenDisk::new`], whose `private_data`
+    /// holds a `T::Private` (from before the disk is added until `free_disk`).
+    unsafe fn private_of<'p>(dev: *mut bindings::device) -> &'p T::Private {
+        // SAFETY: A disk's device is `part0->bd_device` (`dev_to_disk`): the block device
+        // holding it points to the disk; see the function's safety section for the rest.
+        unsafe {
+            let bdev = dev
+                .cast::<u8>()
+                .sub(offset_of!(bindings::block_device, bd_device))
+                .cast::<bindings::block_device>();
+            &*(*(*bdev).bd_disk).private_data.cast::<T::Private>()
+        }
+    }
+
+    /// # Safety
+    ///
+    /// Called by sysfs for an attribute of [`Operations::DISK_ATTRS`] of a disk created by
+    /// [`GenDisk::new`], while it is added (deleting the disk waits for running calls).
+    unsafe extern "C" fn attr_show(
+        dev: *mut bindings::device,
+        attr: *mut bindings::device_attribute,
+        buf: *mut kernel::ffi::c_char,
+    ) -> isize {
+        // SAFETY: See the function's safety section; `buf` is the page sysfs gives us.
+        let (p, name, mut out) = unsafe {
+            (
+                Self::private_of(dev),
+                (*attr).attr.name,
+                SysfsBuf::from_show(buf),
+            )
+        };
+        // The group's names are `DISK_ATTRS`' own pointers.
+        let index = T::DISK_ATTRS.iter().position(|n| n.as_char_ptr() == name);
+        match index {
+            Some(i) if T::disk_attr_show(p, i, &mut out).is_ok() => out.len(),
+            _ => EIO.to_errno() as isize,
+        }
+    }
+
+    /// # Safety
+    ///
+    /// Called by sysfs while a disk created by [`GenDisk::new`] is added, for attribute `n`
+    /// of [`Operations::DISK_ATTRS`].
+    unsafe extern "C" fn attr_visible(
+        kobj: *mut bindings::kobject,
+        attr: *mut bindings::attribute,
+        n: c_int,
+    ) -> u16 {
+        // SAFETY: The kobject is the disk's device's (see the function's safety section).
+        let (p, mode) = unsafe {
+            let dev = kobj
+                .cast::<u8>()
+                .sub(offset_of!(bindings::device, kobj))
+                .cast::<bindings::device>();
+            (Self::private_of(dev), (*attr).mode)
+        };
+        match usize::try_from(n) {
+            Ok(i) if T::disk_attr_visible(p, i) => mode,
+            _ => 0,
+        }
+    }
+
+    /// Disks have no write-only attributes: never called.
+    ///
+    /// # Safety
+    ///
+    /// None needed: it touches nothing.
+    unsafe extern "C" fn attr_store(
+        _dev: *mut bindings::device,
+        _attr: *mut bindings::device_attribute,
+        _buf: *const kernel::ffi::c_char,
+        _count: usize,
+    ) -> isize {
+        EIO.to_errno() as isize
+    }
+
     /// # Safety
     ///
     /// Called by the block layer for an open block device of a disk created by
@@ -130,8 +215,8 @@ impl<T: Operations> DiskOps<T> {
 /// # Invariants
 ///
 /// `disk` came from `__blk_mq_alloc_disk` with `queuedata` pointing to `data`; `added` says
-/// whether `device_add_disk` succeeded. `drop` deletes (if added) and puts the disk before
-/// `data` is freed.
+/// whether `device_add_disk` succeeded, with `attrs` (if any) as the device's attribute
+/// groups. `drop` deletes (if added) and puts the disk before `data` and `attrs` are freed.
 pub(super) struct GenDisk<'a, T: Operations> {
     pub(super) disk: NonNull<bindings::gendisk>,
     pub(super) added: bool,
@@ -141,6 +226,8 @@ pub(super) struct GenDisk<'a, T: Operations> {
     pub(super) held: bool,
     /// Only reached through the request queue's `queuedata`.
     pub(super) _data: Pin<KBox<T::DiskData<'a>>>,
+    /// The sysfs attributes of [`Operations::DISK_ATTRS`]; only reached through the device.
+    _attrs: Option<KBox<AttrGroup>>,
 }
 
 // SAFETY: the gendisk is a kernel object usable from any thread.
@@ -298,6 +385,18 @@ impl<'a, T: Operations> GenDisk<'a, T> {
         } = new;
         let data = KBox::pin(data, GFP_KERNEL)?;
         let private = KBox::new(private, GFP_KERNEL)?;
+        let mut attrs = match T::DISK_ATTRS {
+            [] => None,
+            names => Some(AttrGroup::new(
+                names,
+                DiskOps::<T>::attr_show,
+                &[],
+                DiskOps::<T>::attr_store,
+                Some(DiskOps::<T>::attr_visible),
+                static_lock_class!(),
+            )?),
+        };
+        let groups = attrs.as_mut().map_or(core::ptr::null_mut(), |a| a.groups());
         let mut lim = limits.to_raw();
         let qd = core::ptr::from_ref::<T::DiskData<'a>>(&data)
             .cast_mut()
@@ -316,6 +415,7 @@ impl<'a, T: Operations> GenDisk<'a, T> {
             dead: false,
             held: false,
             _data: data,
+            _attrs: attrs,
         };
         let name = kernel::str::CString::try_from_fmt(name)?;
         let bytes = name.to_bytes_with_nul();
@@ -338,9 +438,11 @@ impl<'a, T: Operations> GenDisk<'a, T> {
             bindings::set_capacity(disk, sectors);
         }
         let added = fault.and_then(|()| {
-            // SAFETY: `disk` is fully set up; `parent` is a bound device.
+            // SAFETY: `disk` is fully set up (its private data too, which the attributes
+            // read); `parent` is a bound device; `groups` is null or points into `attrs`,
+            // which lives until after the disk is deleted (invariant).
             kernel::error::to_result(unsafe {
-                bindings::device_add_disk(device_raw(parent), disk, core::ptr::null_mut())
+                bindings::device_add_disk(device_raw(parent), disk, groups)
             })
         });
         if let Err(e) = added {

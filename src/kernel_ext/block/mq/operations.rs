@@ -8,13 +8,15 @@ use super::{
     tag_set::SetHeader,
     BlkStatus, Request, TagSetRef, Tags,
 };
+use crate::kernel_ext::sysfs::SysfsBuf;
 use core::{
     ffi::{c_int, c_uint, c_void},
+    fmt,
     marker::PhantomData,
     ptr::{null_mut, NonNull},
     sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering::Relaxed},
 };
-use kernel::{bindings, prelude::*};
+use kernel::{bindings, prelude::*, str::CStr};
 
 /// The driver side of a tag set (upstream's `Operations`, with the callbacks an NVMe driver
 /// needs beyond rnull's: upstream candidates).
@@ -65,6 +67,18 @@ pub(crate) trait Operations: Sized + 'static {
     /// An ioctl on the disk's block device that the block layer does not handle itself;
     /// `writable` says whether the device was opened for writing. Upstream candidate.
     fn ioctl(p: &Self::Private, writable: bool, cmd: u32, arg: usize) -> Result<isize>;
+    /// Names of the disk's read-only sysfs attributes (`/sys/block/<disk>/<name>`). Upstream
+    /// candidate.
+    const DISK_ATTRS: &'static [&'static CStr] = &[];
+    /// Whether the disk has attribute `index` of [`Self::DISK_ATTRS`] (asked once, when the
+    /// disk is added). Upstream candidate.
+    fn disk_attr_visible(_p: &Self::Private, _index: usize) -> bool {
+        true
+    }
+    /// Writes attribute `index` of [`Self::DISK_ATTRS`]. Upstream candidate.
+    fn disk_attr_show(_p: &Self::Private, _index: usize, _out: &mut SysfsBuf<'_>) -> fmt::Result {
+        Err(fmt::Error)
+    }
 
     /// Proof that `SetData` is covariant in its lifetime: implement it as `d`, which only
     /// compiles for a covariant type. [`TagSetRef::data`] relies on it to lend data made for a
