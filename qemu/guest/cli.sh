@@ -48,9 +48,17 @@ expect_eq sysfs_device_is_the_controller "$PCI" "$(basename "$(readlink -f $S/de
 # Each disk's wwid, uuid, nguid, eui, csi and nsid as the C driver shows them for the same
 # namespace of its identical controller (files C hides, rnvme must hide too): namespace 1
 # has a UUID and an EUI64 (wwid uuid.), namespace 2 an EUI64 only (wwid eui.).
+# C names its disks in the order its parallel scan found them, not by namespace id: find
+# its disk of namespace n by the nsid file.
+c_disk() {
+	for f in /sys/block/nvme0n*/nsid; do
+		[ "$(cat "$f" 2>/dev/null)" = "$1" ] && echo "${f%/nsid}" && return
+	done
+}
 for n in 1 2; do
+	cd_n=$(c_disk $n)
 	for a in wwid uuid nguid eui csi nsid; do
-		c=$(cat /sys/block/nvme0n$n/$a 2>/dev/null || echo absent)
+		c=$(cat "${cd_n:-/nonexistent}/$a" 2>/dev/null || echo absent)
 		r=$(cat /sys/block/rnvme0n$n/$a 2>/dev/null || echo absent)
 		expect_eq "ns${n}_${a}_as_c_driver" "$c" "$r"
 	done

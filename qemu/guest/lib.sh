@@ -183,7 +183,9 @@ trace_mark() {
 	ss=$(blockdev --getss "$2") sz=$(blockdev --getsz "$2")
 	MARKS=$((MARKS + 1))
 	k=$((sz * 512 / ss / 4 + MARKS * 2)) # the read is block k of 3 * ss bytes
-	nsid=${2##*n}
+	# The namespace id from sysfs: the C driver names its disks in the order its parallel
+	# scan found them, not by namespace id (the name's number is a fallback).
+	nsid=$(cat "/sys/block/${2#/dev/}/nsid" 2>/dev/null || echo "${2##*n}")
 	dd if="$2" of=/dev/null bs=$((3 * ss)) skip=$k count=1 iflag=direct 2>/dev/null
 	mark "RNVME-TRACE-MARK $1 $nsid $((3 * k)) $ss"
 }

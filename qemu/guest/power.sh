@@ -100,12 +100,20 @@ expect_eq rnvme_live_after_sleep live "$(cat /sys/class/misc/rnvme0/state)"
 # --- hibernation's freeze and thaw, for real -------------------------------------------
 echo none >/sys/power/pm_test
 trace_mark thaw_begin /dev/rnvme0n1
+writes() { awk '{print $5}' "/sys/block/$1/stat"; }
+w0_rnvme0n1=$(writes rnvme0n1) w0_nvme0n1=$(writes nvme0n1)
 for d in rnvme0n1 nvme0n1; do
 	fio --name=thaw --filename=/dev/$d --rw=randwrite --bs=4k --iodepth=32 \
 		--ioengine=io_uring --direct=1 --size=16M --time_based --runtime=3 \
 		--verify=crc32c --verify_backlog=64 --randseed=99 --output=/tmp/thaw-$d.log &
 done
-sleep 1
+# The image is made while both are writing: not a fixed time after they were started
+# (a slow start of fio under the debug kernel can outlast it), but once each disk
+# completed 200 writes since (verify_backlog reads back every 64).
+wait_for 30 sh -c "[ \$(awk '{print \$5}' /sys/block/rnvme0n1/stat) -ge $((w0_rnvme0n1 + 200)) ] &&
+	[ \$(awk '{print \$5}' /sys/block/nvme0n1/stat) -ge $((w0_nvme0n1 + 200)) ]" ||
+	echo "thaw: fewer than 200 writes on a disk after 30 s"
+echo "thaw: writes before the image: rnvme0n1 $(($(writes rnvme0n1) - w0_rnvme0n1)), nvme0n1 $(($(writes nvme0n1) - w0_nvme0n1))"
 echo disk >/sys/power/state 2>/dev/null
 wait
 expect_eq image_created_then_thawed 1 "$(dmesg | grep -c 'Cannot find swap device')"
@@ -114,7 +122,7 @@ for d in rnvme0n1 nvme0n1; do
 	if grep -qE "err=[ ]*[1-9]|verify: bad" /tmp/thaw-$d.log || ! grep -q "thaw: (groupid" /tmp/thaw-$d.log ||
 		! grep -qE ": ios=[1-9][0-9]*/" /tmp/thaw-$d.log; then
 		bad=$((bad + 1))
-		echo "thaw: fio on $d: $(grep -E 'err=|verify' /tmp/thaw-$d.log | head -2)"
+		echo "thaw: fio on $d: $(grep -E 'err=|verify|ios=' /tmp/thaw-$d.log | head -3)"
 	fi
 done
 expect_eq io_verifies_across_freeze_and_thaw 0 $bad
