@@ -126,8 +126,11 @@ fn queue_commands() {
     let c = Command::create_io_cq(3, 1024, 0x1000, 2, true);
     assert_eq!(c.dw[10], (1023 << 16) | 3);
     assert_eq!(c.dw[11], (2 << 16) | 3);
-    let s = Command::create_io_sq(3, 1024, 0x2000, 3);
+    let s = Command::create_io_sq(3, 1024, 0x2000, 3, false);
     assert_eq!(s.dw[11], (3 << 16) | 1);
+    // QPRIO medium (10b in bits 2:1), as C's NVME_SQ_PRIO_MEDIUM.
+    let s = Command::create_io_sq(3, 1024, 0x2000, 3, true);
+    assert_eq!(s.dw[11], (3 << 16) | 4 | 1);
     let n = Command::set_num_queues(4, 4);
     assert_eq!(n.dw[10], 7);
     assert_eq!(n.dw[11], 0x0003_0003);
@@ -909,5 +912,142 @@ mod ns_ids {
             w(&ids),
             "nvme.1b36-726e766d652d7330-51454d55204e564d65204374726c-00000002\n"
         );
+    }
+}
+
+#[test]
+fn identify_cns_by_version() {
+    // NVMe 1.0: one bit; 1.1: two bits, unless quirked; 1.2 on: all.
+    assert!(cns::supported(0x1_00_00, 1, false));
+    assert!(!cns::supported(0x1_00_00, 2, false));
+    assert!(cns::supported(0x1_01_00, 3, false));
+    assert!(!cns::supported(0x1_01_00, 6, false));
+    assert!(!cns::supported(0x1_01_00, 2, true));
+    assert!(cns::supported(0x1_02_00, 6, true));
+    assert!(cns::supported(0x1_04_00, 6, false));
+}
+
+mod quirks {
+    use crate::spec::quirks::*;
+
+    #[test]
+    fn names_are_cs_by_bit() {
+        assert_eq!(Quirks::by_name(b"bogus_nid"), Some(Quirks::BOGUS_NID));
+        assert_eq!(Quirks::by_name(b"admin_page_align"), Some(Quirks(1 << 23)));
+        assert_eq!(Quirks::by_name(b"stripe_size"), Some(Quirks(1)));
+        assert_eq!(Quirks::by_name(b"bogus"), None);
+        assert_eq!(Quirks::by_name(b"bogus_ni"), None);
+        let q = Quirks::IDENTIFY_CNS
+            .with(Quirks::DISABLE_WRITE_ZEROES)
+            .with(Quirks::BOGUS_NID);
+        assert_eq!(
+            q.to_string(),
+            "identify_cns\ndisable_write_zeroes\nbogus_nid\n"
+        );
+        assert_eq!(Quirks::empty().to_string(), "none\n");
+    }
+
+    #[test]
+    fn pci_table_as_c() {
+        // QEMU's two IDs.
+        assert_eq!(Quirks::for_pci_id(0x1b36, 0x0010), Quirks::BOGUS_NID);
+        assert_eq!(
+            Quirks::for_pci_id(0x8086, 0x5845),
+            Quirks::IDENTIFY_CNS
+                .with(Quirks::DISABLE_WRITE_ZEROES)
+                .with(Quirks::BOGUS_NID)
+        );
+        // The first of two entries for one ID wins, as in the PCI core.
+        assert_eq!(
+            Quirks::for_pci_id(0x1d97, 0x2263),
+            Quirks::DISABLE_WRITE_ZEROES
+        );
+        assert_eq!(Quirks::for_pci_id(0x1b36, 0x0011), Quirks::empty());
+        assert!(Quirks::for_pci_id(0x106b, 0x2005).0 & Quirks::REFUSED.0 != 0);
+    }
+
+    #[test]
+    fn identity_table_matches_padded_strings() {
+        let mut model = [b' '; 40];
+        model[..23].copy_from_slice(b"Samsung Portable SSD X5");
+        let fw = *b"1.0     ";
+        let q = Quirks::for_identity(0x144d, &model, &fw);
+        assert!(q.has(Quirks::DELAY_BEFORE_CHK_RDY));
+        // A longer model is another drive.
+        model[23] = b'0';
+        assert_eq!(Quirks::for_identity(0x144d, &model, &fw), Quirks::empty());
+        // Firmware-only entry.
+        let q = Quirks::for_identity(0x14a4, &[b' '; 40], b"22301111");
+        assert_eq!(q, Quirks::SIMPLE_SUSPEND);
+    }
+
+    #[test]
+    fn param_syntax_as_c() {
+        let all: Vec<_> =
+            parse_quirk_param(b"1b36:0010:^bogus_nid,qdepth_one-8086:5845:").collect();
+        assert_eq!(
+            all,
+            vec![
+                Ok(QuirkOverride {
+                    vendor: 0x1b36,
+                    device: 0x10,
+                    enable: Quirks::QDEPTH_ONE,
+                    disable: Quirks::BOGUS_NID,
+                }),
+                Ok(QuirkOverride {
+                    vendor: 0x8086,
+                    device: 0x5845,
+                    enable: Quirks::empty(),
+                    disable: Quirks::empty(),
+                }),
+            ]
+        );
+        assert_eq!(parse_quirk_param(b"").count(), 0);
+        // Hex with or without 0x; names end at an empty one.
+        let o = find_override(b"0x1B36:10:single_vector,,bogus", 0x1b36, 0x10).unwrap();
+        assert_eq!(o.enable, Quirks::SINGLE_VECTOR);
+        assert_eq!(
+            o.apply(Quirks::BOGUS_NID),
+            Quirks::BOGUS_NID.with(Quirks::SINGLE_VECTOR)
+        );
+        // The first entry for an ID is the one used.
+        let o = find_override(b"1:2:bogus_nid-1:2:^bogus_nid", 1, 2).unwrap();
+        assert_eq!(o.enable, Quirks::BOGUS_NID);
+        assert_eq!(find_override(b"1:2:bogus_nid", 1, 3), None);
+    }
+
+    #[test]
+    fn param_errors() {
+        let first = |s: &'static [u8]| parse_quirk_param(s).find_map(|e| e.err());
+        assert_eq!(
+            first(b"1b36:0010"),
+            Some(QuirkParamError::NoNames(b"1b36:0010"))
+        );
+        assert_eq!(first(b"1b36"), Some(QuirkParamError::BadId(b"1b36")));
+        assert_eq!(
+            first(b"10000:1:bogus_nid"),
+            Some(QuirkParamError::BadId(b"10000:1:bogus_nid"))
+        );
+        assert_eq!(
+            first(b"xyz:1:bogus_nid"),
+            Some(QuirkParamError::BadId(b"xyz:1:bogus_nid"))
+        );
+        assert_eq!(
+            first(b"1:1:bogus"),
+            Some(QuirkParamError::UnknownName(b"bogus"))
+        );
+        assert_eq!(first(b"1:1:^"), Some(QuirkParamError::UnknownName(b"")));
+        // A trailing '-' is an empty entry: no IDs.
+        assert_eq!(first(b"1:1:bogus_nid-"), Some(QuirkParamError::BadId(b"")));
+        assert_eq!(
+            first(b"1:1:nope").unwrap().to_string(),
+            "unknown quirk \"nope\""
+        );
+        // An error anywhere: no override at all.
+        assert_eq!(
+            find_override(b"1:1:bogus_nid-1:1:nope", 1, 1).map(|_| ()),
+            Some(())
+        );
+        assert_eq!(find_override(b"1:1:nope-1:1:bogus_nid", 1, 1), None);
     }
 }

@@ -460,6 +460,11 @@ for flavour in $FLAVOURS; do
 		--ns-extra "1:uuid=$NS1_UUID,eui64=$NS1_EUI64" \
 		--ns-extra "2:uuid=00000000-0000-0000-0000-000000000000,eui64=$NS2_EUI64" \
 		--timeout $T -- "FUZZ_N=$FUZZ_N NS1_UUID=$NS1_UUID sh /guest/cli.sh"
+	# Quirks: QEMU's old Intel ID (the table's identify_cns, disable_write_zeroes,
+	# bogus_nid) and the quirks= parameter, rnvme beside the C driver given the same.
+	run_vm "quirks-$flavour" "$flavour" --ctrls 2 --ctrl-props use-intel-id=on \
+		--backend image --size 64M --ns-extra "1:uuid=$NS1_UUID,eui64=$NS1_EUI64" \
+		--trace "$TRACE_EVENTS,pci_nvme_identify*" --timeout $T -- 'sh /guest/quirks.sh'
 	# Namespace attach/detach: asynchronous events add and remove disks.
 	run_vm "aen-$flavour" "$flavour" --ctrls 1 --ns 2 --subsys --detached 2 \
 		--backend image --image-dir "$img/aen" --size 64M --timeout $T -- 'sh /guest/aen.sh'

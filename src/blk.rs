@@ -281,6 +281,19 @@ fn build_command(
             cmd.set_rw(opcode, nsid, slba, nlb, rq.fua());
             map_data(q, ns, rq, cmd, false)
         }
+        ReqOp::WriteZeroes if ns.zeroes_by_deallocate() => {
+            // deallocate_zeroes: the controller reads deallocated blocks as zeroes; one
+            // range, within the discard limits.
+            let (slba, nlb) = ns.blocks(rq.sector(), rq.bytes()).ok_or(BlkStatus::IoErr)?;
+            let tag = rq.tag();
+            let [lo, hi] = dsm_range(slba, nlb);
+            q.list_put(tag, 0, lo)
+                .and_then(|()| q.list_put(tag, 1, hi))
+                .map_err(|_| BlkStatus::IoErr)?;
+            let list = q.list_dma(tag).map_err(|_| BlkStatus::IoErr)?;
+            *cmd = Command::deallocate(nsid, 1, list);
+            Ok(())
+        }
         ReqOp::WriteZeroes => {
             let (slba, nlb) = ns.blocks(rq.sector(), rq.bytes()).ok_or(BlkStatus::IoErr)?;
             if nlb > 65536 {

@@ -36,6 +36,7 @@ use crate::{
         command::{cns, Command},
         effects::{AdminEffects, LOG_CMD_EFFECTS, LOG_CMD_EFFECTS_SIZE, LPA_CMD_EFFECTS},
         identify::{IdentifyController, IdentifyControllerNvm},
+        quirks::Quirks,
         regs::{self as r, Cap},
     },
     stats::DebugDir,
@@ -142,6 +143,8 @@ pub(crate) struct Controller<'b> {
     /// Faults tests inject, through debugfs.
     faults: Arc<Faults>,
     pub(crate) pdev: &'b pci::Device<Bound>,
+    /// The quirks of the controller's PCI ID (those of its identity join them in `hw`).
+    quirks: Quirks,
     instance: Instance,
 }
 
@@ -154,11 +157,12 @@ impl<'b> Controller<'b> {
         let bdev: &'b pci::Device<Bound> = pdev;
         try_pin_init!(Self {
             instance: Instance::alloc()?,
-            _: { Self::setup_pci(pdev)? },
+            quirks: Self::pci_quirks(bdev)?,
+            _: { Self::setup_pci(pdev, *quirks)? },
             pdev: bdev,
             faults: Faults::new()?,
             // Steps 1 (BAR mapped) and 2 (admin queue allocated).
-            hw: Self::map(bdev, faults, instance.id())?,
+            hw: Self::map(bdev, faults, instance.id(), *quirks)?,
             link: Arc::pin_init(Lease::new(), GFP_KERNEL)?,
             // Steps 3 (vector allocated) and 4 (handler registered).
             admin_irq: Self::admin_irq(hw)?,
@@ -197,15 +201,47 @@ impl<'b> Controller<'b> {
         })
     }
 
+    /// The quirks of the device's PCI ID and the `quirks` parameter. A controller that
+    /// needs a quirk rnvme does not implement is refused, for the C driver to take.
+    fn pci_quirks(pdev: &pci::Device<Bound>) -> Result<Quirks> {
+        let (vendor, device) = (pdev.vendor_id().as_raw(), pdev.device_id());
+        let quirks = params::pci_quirks(vendor, device);
+        let refused = Quirks(quirks.0 & Quirks::REFUSED.0);
+        if refused != Quirks::empty() {
+            dev_err!(
+                pdev.as_ref(),
+                "{vendor:04x}:{device:04x} needs quirks rnvme does not implement ({}): not binding; the nvme driver serves it\n",
+                QuirkList(refused)
+            );
+            return Err(ENODEV);
+        }
+        if quirks != Quirks::empty() {
+            let ignored = Quirks(quirks.0 & Quirks::IGNORED.0);
+            dev_info!(
+                pdev.as_ref(),
+                "{vendor:04x}:{device:04x}: quirks {} (without effect in rnvme: {})\n",
+                QuirkList(quirks),
+                QuirkList(ignored)
+            );
+        }
+        Ok(quirks)
+    }
+
     /// Enables the function, its bus mastering and DMA.
-    fn setup_pci(pdev: &pci::Device<Core<'_>>) -> Result {
+    fn setup_pci(pdev: &pci::Device<Core<'_>>, quirks: Quirks) -> Result {
         pdev.enable_device_mem()?;
         pdev.set_master();
-        // 64-bit DMA, else 48 bits, as the C driver: some platforms offer no more.
+        // 64-bit DMA, else 48 bits, as the C driver: some platforms offer no more, and some
+        // controllers (quirk dma_address_bits_48) address no more.
         // SAFETY: Called once in probe, before any DMA allocation or mapping of this device.
         unsafe {
-            dma::Device::dma_set_mask_and_coherent(pdev, DmaMask::new::<64>())
-                .or_else(|_| dma::Device::dma_set_mask_and_coherent(pdev, DmaMask::new::<48>()))?
+            if quirks.has(Quirks::DMA_ADDRESS_BITS_48) {
+                dma::Device::dma_set_mask_and_coherent(pdev, DmaMask::new::<48>())?
+            } else {
+                dma::Device::dma_set_mask_and_coherent(pdev, DmaMask::new::<64>()).or_else(
+                    |_| dma::Device::dma_set_mask_and_coherent(pdev, DmaMask::new::<48>()),
+                )?
+            }
         };
         // Bounce buffering must keep each buffer's offset in its page: PRP entries after
         // the first address whole pages.
@@ -224,17 +260,18 @@ impl<'b> Controller<'b> {
         pdev: &'b pci::Device<Bound>,
         faults: &Arc<Faults>,
         instance: u32,
+        quirks: Quirks,
     ) -> Result<Arc<Hw<'b>>> {
         let bar = pdev.iomap_region_sized::<BAR0_MIN>(0, c"rnvme")?;
         params::inject(pdev.as_ref(), 1)?;
         let regs = Arc::new(Regs::new(bar), GFP_KERNEL)?;
         let cap = Self::check_cap(pdev, &regs)?;
-        hw::disable(pdev.as_ref(), &regs, cap)?;
+        hw::disable(pdev.as_ref(), &regs, cap, hw::ready_delay_ms(quirks))?;
         let depth = ADMIN_DEPTH.min(u16::try_from(cap.mqes()).unwrap_or(u16::MAX));
         let aq = Queue::new(pdev.as_ref(), regs.clone(), 0, depth, None)?;
         params::inject(pdev.as_ref(), 2)?;
         let admin = AdminQueue::new(pdev, aq, true, faults.clone())?;
-        Hw::new(pdev, regs, admin, cap, instance)
+        Hw::new(pdev, regs, admin, cap, instance, quirks)
     }
 
     /// One vector for the admin queue, and its handler, before the controller is enabled
@@ -242,7 +279,7 @@ impl<'b> Controller<'b> {
     /// signals from the start). MSI-X first, then MSI, then INTx; `None` (polling) if the
     /// platform gives no interrupt at all.
     fn admin_irq(hw: &Hw<'b>) -> Result<Option<IrqSet<'b, QueueIrq<'b>>>> {
-        let irqs = IrqSet::alloc(hw.pdev, 1, 1, None).ok();
+        let irqs = IrqSet::alloc(hw.pdev, 1, 1, None, hw.irq_types()).ok();
         params::inject(hw.dev(), 3)?;
         let Some(mut irqs) = irqs else {
             return Ok(None);
@@ -385,6 +422,20 @@ impl<'b> Shared<'b> {
 /// Identify Controller, and the settings that follow from it; logs one line per controller.
 fn identify(hw: &Hw<'_>, irq: &Option<IrqSet<'_, QueueIrq<'_>>>) -> Result<IdentifyController> {
     let id = hw.identify_controller()?;
+    // As the C driver: the quirks of the model and firmware join those of the PCI ID (and
+    // the parameter cannot take them away).
+    let by_identity = Quirks::for_identity(id.vid, id.model.bytes(), id.firmware.bytes());
+    if by_identity != Quirks::empty() {
+        dev_info!(
+            hw.dev(),
+            "rnvme{}: quirks of \"{}\" firmware \"{}\": {}\n",
+            hw.instance,
+            id.model,
+            id.firmware,
+            QuirkList(by_identity)
+        );
+        hw.add_quirks(by_identity);
+    }
     let n = active_namespaces(hw, &id)?.len();
     let (maj, min, ter) = r::version(hw.regs.vs());
     let mdts_kib = id.max_transfer_bytes(hw.cap).map(|b| b / 1024);
@@ -422,16 +473,34 @@ fn read_effects(hw: &Hw<'_>) -> Option<KBox<AdminEffects>> {
 }
 
 /// The NVM command set's Identify Controller data. As the C driver: asked of every
-/// controller of NVMe 1.1 or later, and refused by those that predate it (then only MDTS
-/// limits Write Zeroes and Dataset Management).
+/// controller whose version knows CNS 06h (1.2 on), and refused by those that predate it
+/// (then only MDTS limits Write Zeroes and Dataset Management).
 fn read_nvm(hw: &Hw<'_>) -> Option<IdentifyControllerNvm> {
-    let (maj, min, _) = r::version(hw.regs.vs());
-    if (maj, min) < (1, 1) {
+    let cns_1_0 = hw.quirks().has(Quirks::IDENTIFY_CNS);
+    if !cns::supported(hw.regs.vs(), cns::CS_CONTROLLER, cns_1_0) {
         return None;
     }
     hw.try_admin_read(Command::identify(cns::CS_CONTROLLER, 0, 0))
         .ok()
         .and_then(|data| IdentifyControllerNvm::parse(&data).ok())
+}
+
+/// Quirk names for the log, comma separated.
+struct QuirkList(Quirks);
+
+impl kernel::fmt::Display for QuirkList {
+    fn fmt(&self, f: &mut kernel::fmt::Formatter<'_>) -> kernel::fmt::Result {
+        if self.0 == Quirks::empty() {
+            return f.write_str("none");
+        }
+        for (i, n) in self.0.names().enumerate() {
+            if i > 0 {
+                f.write_str(",")?;
+            }
+            f.write_str(n)?;
+        }
+        Ok(())
+    }
 }
 
 /// MDTS for the log: "none" or a size in KiB.

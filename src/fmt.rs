@@ -10,6 +10,7 @@ use crate::{
     spec::{
         completion::Status,
         identify::{AsciiField, IdentifyError},
+        quirks::QuirkParamError,
         regs::CapError,
     },
 };
@@ -30,6 +31,12 @@ macro_rules! forward_display {
 forward_display!(Status, IdentifyError, CmdError, CapError);
 
 impl<const N: usize> Display for AsciiField<N> {
+    fn fmt(&self, f: &mut Formatter<'_>) -> Result {
+        core::fmt::Display::fmt(self, f)
+    }
+}
+
+impl Display for QuirkParamError<'_> {
     fn fmt(&self, f: &mut Formatter<'_>) -> Result {
         core::fmt::Display::fmt(self, f)
     }

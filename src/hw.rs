@@ -7,6 +7,7 @@
 //! controller. Enabling, disabling and creating I/O queues on the device are the same steps
 //! at probe and after a reset, so they are here once.
 
+use crate::kernel_ext::irq::IrqTypes;
 use crate::{
     admin::{AdminQueue, CmdError},
     ioq::IoQueue,
@@ -18,6 +19,7 @@ use crate::{
         command::{cns, feature, host_behavior, Command},
         event::AEC_NOTICES,
         identify::{IdentifyController, IDENTIFY_SIZE},
+        quirks::{Quirks, DELAY_BEFORE_CHK_RDY_MS},
         regs::{self as r, cc, csts, Cap},
     },
 };
@@ -84,6 +86,8 @@ pub(crate) struct Hw<'b> {
     /// CC.EN may be set: from [`Self::enable`] until a [`Self::disable`] was tried (a
     /// controller that did not stop has lost bus mastering).
     running: Atomic<bool>,
+    /// The controller's quirks: its PCI ID's, then those of its identity too.
+    quirks: Atomic<u32>,
     /// Serializes resets. It guards a procedure on the device (registers, rings, queue
     /// creation), not data in memory: the state above is read without it, on the I/O path
     /// and by timeouts.
@@ -98,6 +102,7 @@ impl<'b> Hw<'b> {
         admin: Arc<AdminQueue<'b>>,
         cap: Cap,
         instance: u32,
+        quirks: Quirks,
     ) -> Result<Arc<Self>> {
         Arc::pin_init(
             try_pin_init!(Self {
@@ -114,6 +119,7 @@ impl<'b> Hw<'b> {
                 resets: Atomic::new(0),
                 aen_config: Atomic::new(0),
                 running: Atomic::new(false),
+                quirks: Atomic::new(quirks.0),
                 reset_lock <- new_mutex!(()),
             }),
             GFP_KERNEL,
@@ -179,8 +185,13 @@ impl<'b> Hw<'b> {
     /// like a stopped controller) did not stop. One that did not stop loses bus mastering,
     /// so it cannot write into memory the caller then frees.
     pub(crate) fn disable(&self) -> Result {
+        self.disable_after(ready_delay_ms(self.quirks()))
+    }
+
+    /// [`Self::disable`], waiting `delay_ms` before the first look at CSTS.RDY.
+    fn disable_after(&self, delay_ms: u32) -> Result {
         self.running.store(false, Relaxed);
-        let stopped = disable(self.dev(), &self.regs, self.cap).and_then(|()| {
+        let stopped = disable(self.dev(), &self.regs, self.cap, delay_ms).and_then(|()| {
             if self.memory_decode() {
                 Ok(())
             } else {
@@ -240,7 +251,28 @@ impl<'b> Hw<'b> {
                 dev_warn!(self.dev(), "shutdown did not complete; disabling\n");
             }
         }
-        let _ = self.disable();
+        // As the C driver, a shutdown is not delayed by delay_before_chk_rdy: CSTS.SHST
+        // said when it was done.
+        let _ = self.disable_after(0);
+    }
+
+    pub(crate) fn quirks(&self) -> Quirks {
+        Quirks(self.quirks.load(Relaxed))
+    }
+
+    /// Adds the quirks found once the controller is identified (by the probe, before
+    /// anything else runs that could change them).
+    pub(crate) fn add_quirks(&self, q: Quirks) {
+        self.quirks.store(self.quirks.load(Relaxed) | q.0, Relaxed);
+    }
+
+    /// The interrupt types the controller may use: all, but MSI for broken_msi.
+    pub(crate) fn irq_types(&self) -> IrqTypes {
+        if self.quirks().has(Quirks::BROKEN_MSI) {
+            IrqTypes::all().without_msi()
+        } else {
+            IrqTypes::all()
+        }
     }
 
     /// Shuts the controller down unless it is stopped already (by unbind, a suspend, a
@@ -407,7 +439,13 @@ impl<'b> Hw<'b> {
             "Create I/O Completion Queue",
         )?;
         if let Err(e) = self.admin_cmd(
-            Command::create_io_sq(qid, depth, q.queue.sq_dma(), qid),
+            Command::create_io_sq(
+                qid,
+                depth,
+                q.queue.sq_dma(),
+                qid,
+                self.quirks().has(Quirks::MEDIUM_PRIO_SQ),
+            ),
             "Create I/O Submission Queue",
         ) {
             let _ = self.admin_cmd(Command::delete_io_cq(qid), "Delete I/O Completion Queue");
@@ -459,12 +497,26 @@ pub(crate) fn wait_csts(
     polled.map(|_| ())
 }
 
+/// How long a controller with `quirks` needs after CC.EN is cleared before CSTS.RDY means
+/// anything (delay_before_chk_rdy), in milliseconds.
+pub(crate) fn ready_delay_ms(quirks: Quirks) -> u32 {
+    if quirks.has(Quirks::DELAY_BEFORE_CHK_RDY) {
+        DELAY_BEFORE_CHK_RDY_MS
+    } else {
+        0
+    }
+}
+
 /// Clears CC.EN and waits for CSTS.RDY to drop: the controller stops all DMA and forgets
-/// its queues.
-pub(crate) fn disable(dev: &Device<Bound>, regs: &Regs<'_>, cap: Cap) -> Result {
+/// its queues. Waits `delay_ms` first if it clears EN (a controller that reports RDY too
+/// early).
+pub(crate) fn disable(dev: &Device<Bound>, regs: &Regs<'_>, cap: Cap, delay_ms: u32) -> Result {
     let c = regs.cc();
     if c & cc::EN != 0 {
         regs.set_cc(c & !cc::EN);
+        if delay_ms > 0 {
+            kernel::time::delay::fsleep(Delta::from_millis(i64::from(delay_ms)));
+        }
     } else if regs.csts() & csts::RDY == 0 {
         return Ok(());
     }

@@ -115,6 +115,7 @@ const ATTR_NAMES: &[&CStr] = &[
     c"poll_queues",
     c"cntlid",
     c"resets",
+    c"quirks",
 ];
 
 /// Write-only controls of `/sys/class/misc/rnvme<N>`, as the C driver's: a write of
@@ -172,6 +173,8 @@ fn show_attr(s: &Shared<'_>, index: usize, out: &mut SysfsBuf<'_>) -> core::fmt:
         Some(b"poll_queues") => writeln!(out, "{}", s.queues.counts().1),
         Some(b"cntlid") => writeln!(out, "{}", id.cntlid),
         Some(b"resets") => writeln!(out, "{}", s.hw.resets()),
+        // One name per line, or "none", as C's.
+        Some(b"quirks") => write!(out, "{}", s.hw.quirks()),
         _ => Err(core::fmt::Error),
     }
 }

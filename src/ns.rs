@@ -8,6 +8,7 @@ use crate::{
         command::DSM_MAX_RANGES,
         completion::Status,
         identify::{retry_delay_ms, IdentifyController, IdentifyControllerNvm, IdentifyNamespace},
+        quirks::Quirks,
         regs::Cap,
     },
 };
@@ -81,6 +82,8 @@ pub(crate) struct Namespace<'b> {
     zeroes: AtomicBool,
     /// Preferred deallocation granularity, in blocks.
     discard_blocks: AtomicU32,
+    /// Optimal I/O boundary (NOIOB), in blocks (0: none).
+    io_boundary: AtomicU32,
     /// The namespace's format changed to one we cannot serve: I/O fails until the disk
     /// is removed.
     unusable: AtomicBool,
@@ -88,6 +91,8 @@ pub(crate) struct Namespace<'b> {
     sgl: bool,
     /// The controller's Command Retry Delay Times (Identify Controller CRDT1-3).
     crdt: [u16; 3],
+    /// The controller's quirks.
+    quirks: Quirks,
 }
 
 impl<'b> Namespace<'b> {
@@ -97,6 +102,7 @@ impl<'b> Namespace<'b> {
         ctrl: &IdentifyController,
         nsid: u32,
         id: IdentifyNamespace,
+        quirks: Quirks,
     ) -> core::result::Result<Self, Unservable> {
         servable(&id)?;
         Ok(Self {
@@ -106,9 +112,11 @@ impl<'b> Namespace<'b> {
             nsze: AtomicU64::new(id.nsze),
             zeroes: AtomicBool::new(id.deallocate_reads_zeroes()),
             discard_blocks: AtomicU32::new(id.discard_granularity_blocks()),
+            io_boundary: AtomicU32::new(u32::from(id.noiob)),
             unusable: AtomicBool::new(false),
             sgl: ctrl.supports_sgl(),
             crdt: ctrl.crdt,
+            quirks,
         })
     }
 
@@ -119,6 +127,7 @@ impl<'b> Namespace<'b> {
             && self.nsze.load(Relaxed) == id.nsze
             && self.deallocate_reads_zeroes() == id.deallocate_reads_zeroes()
             && self.discard_blocks.load(Relaxed) == id.discard_granularity_blocks()
+            && self.io_boundary.load(Relaxed) == u32::from(id.noiob)
     }
 
     /// Takes the format of `id` (which [`servable`] accepted). Only with the disk's queue
@@ -129,6 +138,7 @@ impl<'b> Namespace<'b> {
         self.zeroes.store(id.deallocate_reads_zeroes(), Relaxed);
         self.discard_blocks
             .store(id.discard_granularity_blocks(), Relaxed);
+        self.io_boundary.store(u32::from(id.noiob), Relaxed);
     }
 
     /// Fails I/O from now on: the namespace can no longer be served.
@@ -147,6 +157,27 @@ impl<'b> Namespace<'b> {
 
     pub(crate) fn deallocate_reads_zeroes(&self) -> bool {
         self.zeroes.load(Relaxed)
+    }
+
+    /// Write Zeroes is done with Dataset Management (deallocate_zeroes quirk).
+    pub(crate) fn zeroes_by_deallocate(&self) -> bool {
+        self.quirks.has(Quirks::DEALLOCATE_ZEROES)
+    }
+
+    /// The I/O boundary requests should not cross, in 512-byte sectors (0: none), as the C
+    /// driver: the largest transfer for stripe_size controllers (Intel's), else NOIOB; only
+    /// a power of two.
+    fn chunk_sectors(&self, max_sectors: u32) -> u32 {
+        let iob = if self.quirks.has(Quirks::STRIPE_SIZE) && max_sectors.is_power_of_two() {
+            max_sectors
+        } else {
+            self.io_boundary.load(Relaxed) << (self.lba_shift() - 9)
+        };
+        if iob.is_power_of_two() {
+            iob
+        } else {
+            0
+        }
     }
 
     pub(crate) fn sgl(&self) -> bool {
@@ -236,11 +267,16 @@ impl<'b> Namespace<'b> {
             max_discard_sectors: if ctrl.supports_dsm() { max_discard } else { 0 },
             max_discard_segments: max_ranges,
             discard_granularity: bs.saturating_mul(self.discard_blocks.load(Relaxed)),
-            max_write_zeroes_sectors: if ctrl.supports_write_zeroes() {
+            max_write_zeroes_sectors: if self.zeroes_by_deallocate() && ctrl.supports_dsm() {
+                // One range of one Dataset Management command, as a discard.
+                max_discard
+            } else if ctrl.supports_write_zeroes() && !self.quirks.has(Quirks::DISABLE_WRITE_ZEROES)
+            {
                 max_wz
             } else {
                 0
             },
+            chunk_sectors: self.chunk_sectors(max_sectors),
             io_min: bs,
             io_opt: 0,
         }

@@ -3,8 +3,21 @@
 //! Module parameters: range checks at load time, so a bad value fails `insmod` with a
 //! message that names the parameter instead of misbehaving later.
 
-use crate::{ioq, module_parameters as p};
+use crate::{
+    ioq,
+    kernel_ext::module_param::module_param_string,
+    module_parameters as p,
+    spec::quirks::{find_override, parse_quirk_param, Quirks},
+};
 use kernel::prelude::*;
+
+// As the C driver's (same syntax, same 128-byte limit, readable in sysfs).
+module_param_string!(
+    quirks,
+    128,
+    0o444,
+    "Enable/disable NVMe quirks by PCI ID, as the nvme driver's: VID:DID:name[,^name...][-VID:DID:...] (^ turns one off)"
+);
 
 /// Checks one parameter against its range, logging it if it is out of range.
 fn check(name: &str, value: u32, min: u32, max: u32, unit: &str) -> bool {
@@ -45,7 +58,14 @@ pub(crate) fn validate() -> Result {
             "",
         ),
     ];
-    if checks.iter().all(|&ok| ok) {
+    let quirks_ok = match parse_quirk_param(quirks.value()).find_map(|e| e.err()) {
+        None => true,
+        Some(e) => {
+            pr_err!("quirks: {e}\n");
+            false
+        }
+    };
+    if quirks_ok && checks.iter().all(|&ok| ok) {
         Ok(())
     } else {
         Err(EINVAL)
@@ -97,4 +117,11 @@ pub(crate) fn poll_queues() -> u32 {
 /// Queues for writes besides the read queues (0: none, reads and writes share).
 pub(crate) fn write_queues() -> u32 {
     p::write_queues.value()
+}
+
+/// The quirks of PCI device `vendor:device`: the table's, changed by the `quirks` parameter's
+/// entry for it.
+pub(crate) fn pci_quirks(vendor: u16, device: u16) -> Quirks {
+    let q = Quirks::for_pci_id(vendor, device);
+    find_override(quirks.value(), vendor, device).map_or(q, |o| o.apply(q))
 }

@@ -20,7 +20,7 @@ use crate::{
     },
     params,
     queue::ShadowDoorbells,
-    spec::{command::Command, identify::IdentifyController},
+    spec::{command::Command, identify::IdentifyController, quirks::Quirks},
     stats::DebugDir,
 };
 use kernel::{pci::IrqType, prelude::*, str::CString, sync::Arc, time::msecs_to_jiffies};
@@ -87,9 +87,15 @@ impl<'b> Queues<'b> {
             pre: 1,
             sets: Some(&split),
         };
-        let irqs = IrqSet::alloc(pdev, 1, granted + 1, Some(spread))
-            .or_else(|_| IrqSet::alloc(pdev, 1, 1, None))
-            .ok();
+        let types = hw.irq_types();
+        // single_vector: every queue on the admin queue's vector, as the C driver.
+        let irqs = if hw.quirks().has(Quirks::SINGLE_VECTOR) {
+            IrqSet::alloc(pdev, 1, 1, None, types)
+        } else {
+            IrqSet::alloc(pdev, 1, granted + 1, Some(spread), types)
+                .or_else(|_| IrqSet::alloc(pdev, 1, 1, None, types))
+        }
+        .ok();
         let mut this = Queues {
             hw: hw.clone(),
             irqs,
@@ -125,7 +131,11 @@ impl<'b> Queues<'b> {
             .saturating_sub(u32::from(nr_io))
             .min(u32::from(want_poll)) as u16;
         // CAP.MQES >= 2 was checked at probe.
-        this.depth = params::io_queue_depth().clamp(2, hw.cap.mqes().min(ioq::MAX_DEPTH)) as u16;
+        this.depth = if hw.quirks().has(Quirks::QDEPTH_ONE) {
+            2
+        } else {
+            params::io_queue_depth().clamp(2, hw.cap.mqes().min(ioq::MAX_DEPTH)) as u16
+        };
         if id.supports_doorbell_buffer() {
             this.shadow = Some(ShadowDoorbells::new(
                 pdev.as_ref(),

@@ -22,12 +22,17 @@ use crate::{
         effects,
         identify::{self, IdentifyController, IdentifyNamespace, NS_LIST_MAX},
         ns_ids::NsIds,
+        quirks::Quirks,
     },
 };
 use kernel::{page::PAGE_SHIFT, prelude::*};
 
 /// The active namespace ids, parsed and checked.
 pub(crate) fn active_namespaces(hw: &Hw<'_>, id: &IdentifyController) -> Result<KVec<u32>> {
+    let cns_1_0 = hw.quirks().has(Quirks::IDENTIFY_CNS);
+    if !cns::supported(hw.regs.vs(), cns::ACTIVE_NS_LIST, cns_1_0) {
+        return allocated_namespaces(hw, id);
+    }
     let data = hw.admin_read(
         Command::identify(cns::ACTIVE_NS_LIST, 0, 0),
         "Identify Active Namespace List",
@@ -40,6 +45,33 @@ pub(crate) fn active_namespaces(hw: &Hw<'_>, id: &IdentifyController) -> Result<
     let mut out = KVec::with_capacity(n, GFP_KERNEL)?;
     for &nsid in &ids[..n] {
         out.push(nsid, GFP_KERNEL)?;
+    }
+    Ok(out)
+}
+
+/// The namespaces of a controller without the active namespace list (NVMe 1.0, or the
+/// identify_cns quirk), as the C driver's sequential scan: each id up to NN whose Identify
+/// Namespace shows capacity. Ids beyond the first [`NS_LIST_MAX`] are not looked at, so a
+/// controller claiming billions cannot stall the probe.
+fn allocated_namespaces(hw: &Hw<'_>, id: &IdentifyController) -> Result<KVec<u32>> {
+    let last = id.nn.min(NS_LIST_MAX as u32);
+    if last < id.nn {
+        dev_warn!(
+            hw.dev(),
+            "rnvme{}: scanning namespaces 1-{last} of {}\n",
+            hw.instance,
+            id.nn
+        );
+    }
+    let mut out = KVec::new();
+    for nsid in 1..=last {
+        let data = hw.admin_read(
+            Command::identify(cns::NAMESPACE, nsid, 0),
+            "Identify Namespace",
+        )?;
+        if IdentifyNamespace::parse(&data).is_ok_and(|n| n.ncap != 0) {
+            out.push(nsid, GFP_KERNEL)?;
+        }
     }
     Ok(out)
 }
@@ -95,7 +127,7 @@ impl<'b> Shared<'b> {
                 }
             };
             let ids = self.namespace_ids(nsid, &nid);
-            let ns = match Namespace::new(self.hw.pdev, id, nsid, nid) {
+            let ns = match Namespace::new(self.hw.pdev, id, nsid, nid, self.hw.quirks()) {
                 Ok(ns) => ns,
                 Err(why) => {
                     dev_warn!(
@@ -153,10 +185,13 @@ impl<'b> Shared<'b> {
     /// Identification Descriptor list (NVMe 1.3 on), then EUI64 and NGUID from Identify
     /// Namespace where the list had none. A controller that refuses the list loses only
     /// what only the list holds (the UUID).
+    /// The quirks bogus_nid (identifiers not unique: only the command set is kept) and
+    /// no_ns_desc_list (the list is not asked for) apply as in C.
     fn namespace_ids(&self, nsid: u32, nid: &IdentifyNamespace) -> NsIds {
         let ver = self.id.ver;
+        let quirks = self.hw.quirks();
         let mut ids = NsIds::default();
-        if ver >= 0x1_03_00 {
+        if ver >= 0x1_03_00 && !quirks.has(Quirks::NO_NS_DESC_LIST) {
             let cmd = Command::identify(cns::NS_DESC_LIST, nsid, 0);
             match self.hw.try_admin_read(cmd) {
                 Ok(data) => ids = NsIds::from_descriptors(&data),
@@ -166,6 +201,12 @@ impl<'b> Shared<'b> {
                     self.hw.instance
                 ),
             }
+        }
+        if quirks.has(Quirks::BOGUS_NID) {
+            return NsIds {
+                csi: ids.csi,
+                ..NsIds::default()
+            };
         }
         ids.fill_from_identify(nid.eui64, nid.nguid, ver);
         ids

@@ -23,11 +23,12 @@ for bad in io_queue_depth=1 io_queue_depth=5000 io_timeout=0 admin_timeout=4000 
 done
 
 assign_drivers rnvme nvme
-# C ignores the namespace identifiers of QEMU's controller ID (quirk bogus_nid, from days
-# when QEMU gave every namespace the same ones); with the quirk off, it reads what QEMU is
-# given here, and the identifiers below compare the two drivers' handling of them.
+# Both drivers ignore the namespace identifiers of QEMU's controller ID (quirk bogus_nid,
+# from days when QEMU gave every namespace the same ones); with the quirk off, they read
+# what QEMU is given here, and the identifiers below compare the two drivers' handling of
+# them.
 insmod /lib/c/nvme-core.ko && insmod /lib/c/nvme.ko quirks=1b36:0010:^bogus_nid
-if insmod /lib/rnvme.ko; then pass insmod; else abort insmod "insmod failed"; fi
+if insmod /lib/rnvme.ko quirks=1b36:0010:^bogus_nid; then pass insmod; else abort insmod "insmod failed"; fi
 require_disk rnvme_disks /dev/rnvme0n2
 require_disk c_driver_disks /dev/nvme0n2
 R=/dev/rnvme0 C=/dev/nvme0 S=/sys/class/misc/rnvme0 CS=/sys/class/nvme/nvme0

@@ -133,10 +133,26 @@ unsafe extern "C" fn calc_sets(affd: *mut bindings::irq_affinity, nvecs: u32) {
     }
 }
 
+/// The interrupt types an [`IrqSet`] may use, as `pci::IrqTypes` (whose flags are private in
+/// 7.3, so it cannot be passed on). Upstream candidate: `pci::IrqTypes::without`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct IrqTypes(u32);
+
+impl IrqTypes {
+    /// MSI-X, MSI and INTx.
+    pub(crate) const fn all() -> Self {
+        Self(bindings::PCI_IRQ_ALL_TYPES)
+    }
+
+    /// The same without MSI (for devices whose MSI is broken).
+    pub(crate) const fn without_msi(self) -> Self {
+        Self(self.0 & !bindings::PCI_IRQ_MSI)
+    }
+}
+
 impl<'b, T: VectorHandler> IrqSet<'b, T> {
-    /// Allocates between `min` and `max` vectors, MSI-X if the device has it, else MSI, else
-    /// INTx (`PCI_IRQ_ALL_TYPES`, as the C driver; `pci::IrqTypes` keeps its flags private).
-    /// Upstream candidate.
+    /// Allocates between `min` and `max` vectors of `types`: MSI-X if the device has it, else
+    /// MSI, else INTx (as the C driver). Upstream candidate.
     ///
     /// With `spread`, vectors after the first `pre` are spread over the CPUs (in sets, if it
     /// has them) and managed by the kernel (each follows its CPUs through hotplug); the first
@@ -146,6 +162,7 @@ impl<'b, T: VectorHandler> IrqSet<'b, T> {
         min: u32,
         max: u32,
         spread: Option<Spread<'_>>,
+        types: IrqTypes,
     ) -> Result<Self> {
         let dev = pci_dev_raw(pdev);
         let ret = match spread {
@@ -165,7 +182,7 @@ impl<'b, T: VectorHandler> IrqSet<'b, T> {
                         dev,
                         min,
                         max,
-                        bindings::PCI_IRQ_ALL_TYPES | bindings::PCI_IRQ_AFFINITY,
+                        types.0 | bindings::PCI_IRQ_AFFINITY,
                         &mut affd,
                     )
                 }
@@ -176,7 +193,7 @@ impl<'b, T: VectorHandler> IrqSet<'b, T> {
                     dev,
                     min,
                     max,
-                    bindings::PCI_IRQ_ALL_TYPES,
+                    types.0,
                     core::ptr::null_mut(),
                 )
             },

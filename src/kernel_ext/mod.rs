@@ -14,6 +14,7 @@ pub(crate) mod dma_ring;
 pub(crate) mod irq;
 pub(crate) mod lease;
 pub(crate) mod mmio;
+pub(crate) mod module_param;
 pub(crate) mod pci_driver;
 pub(crate) mod spinlock;
 pub(crate) mod sync;

@@ -36,6 +36,20 @@ pub(crate) mod cns {
     pub(crate) const NS_DESC_LIST: u8 = 0x03;
     /// I/O Command Set specific Identify Controller (CSI 00h: the NVM command set).
     pub(crate) const CS_CONTROLLER: u8 = 0x06;
+
+    /// Whether a controller of version `vs` (VER) understands CNS value `cns`, as the C
+    /// driver's `nvme_id_cns_ok`: NVMe 1.0 had a one-bit CNS, 1.1 a two-bit one, 1.2 the
+    /// whole byte. `cns_1_0` (the identify_cns quirk) treats a 1.1 controller as 1.0 (QEMU
+    /// before 1.2 answered so).
+    pub(crate) fn supported(vs: u32, cns: u8, cns_1_0: bool) -> bool {
+        if vs >= 0x1_02_00 {
+            true
+        } else if vs >= 0x1_01_00 && !cns_1_0 {
+            cns <= 3
+        } else {
+            cns <= 1
+        }
+    }
 }
 
 /// Feature identifiers.
@@ -179,12 +193,16 @@ impl Command {
             .with_cdw(11, (u32::from(vector) << 16) | flags)
     }
 
-    /// Create I/O Submission Queue bound to completion queue `cqid`, physically contiguous.
-    pub(crate) fn create_io_sq(qid: u16, depth: u16, prp1: u64, cqid: u16) -> Self {
+    /// Create I/O Submission Queue bound to completion queue `cqid`, physically contiguous,
+    /// of urgent priority (QPRIO 00b; what arbitration without weights ignores) or, with
+    /// `medium`, medium (10b: the medium_prio_sq quirk, for controllers that would otherwise
+    /// make every queue urgent in weighted round robin).
+    pub(crate) fn create_io_sq(qid: u16, depth: u16, prp1: u64, cqid: u16, medium: bool) -> Self {
+        let prio = if medium { 2 << 1 } else { 0 };
         Self::new(admin_opcode::CREATE_IO_SQ)
             .with_prp(prp1, 0)
             .with_cdw(10, ((u32::from(depth) - 1) << 16) | u32::from(qid))
-            .with_cdw(11, (u32::from(cqid) << 16) | 1)
+            .with_cdw(11, (u32::from(cqid) << 16) | prio | 1)
     }
 
     pub(crate) fn delete_io_sq(qid: u16) -> Self {

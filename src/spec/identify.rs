@@ -75,6 +75,11 @@ impl<const N: usize> AsciiField<N> {
         Self { bytes }
     }
 
+    /// The field as the device padded it (non-printable bytes as '?').
+    pub(crate) fn bytes(&self) -> &[u8; N] {
+        &self.bytes
+    }
+
     /// The text without trailing spaces or NULs.
     pub(crate) fn as_str(&self) -> &str {
         let end = self

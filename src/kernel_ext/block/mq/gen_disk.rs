@@ -42,6 +42,8 @@ pub(crate) struct Limits {
     pub(crate) max_discard_segments: u16,
     pub(crate) discard_granularity: u32,
     pub(crate) max_write_zeroes_sectors: u32,
+    /// A boundary requests do not cross, in sectors (0: none).
+    pub(crate) chunk_sectors: u32,
     pub(crate) io_min: u32,
     pub(crate) io_opt: u32,
 }
@@ -74,6 +76,7 @@ impl Limits {
         lim.max_discard_segments = self.max_discard_segments;
         lim.discard_granularity = self.discard_granularity;
         lim.max_write_zeroes_sectors = self.max_write_zeroes_sectors;
+        lim.chunk_sectors = self.chunk_sectors;
         lim.io_min = self.io_min;
         lim.io_opt = self.io_opt;
     }
