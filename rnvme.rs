@@ -20,6 +20,8 @@ mod fault;
 mod fmt;
 #[path = "src/hw.rs"]
 mod hw;
+#[path = "src/hwmon.rs"]
+mod hwmon;
 #[path = "src/ioctl.rs"]
 mod ioctl;
 #[path = "src/ioq.rs"]

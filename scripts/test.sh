@@ -465,6 +465,10 @@ for flavour in $FLAVOURS; do
 	run_vm "quirks-$flavour" "$flavour" --ctrls 2 --ctrl-props use-intel-id=on \
 		--backend image --size 64M --ns-extra "1:uuid=$NS1_UUID,eui64=$NS1_EUI64" \
 		--trace "$TRACE_EVENTS,pci_nvme_identify*" --timeout $T -- 'sh /guest/quirks.sh'
+	# Temperatures in hwmon and health and error events, beside the C driver; the host
+	# raises health warnings (QMP qom-set) when the guest asks.
+	hmp_vm "health-$flavour" "$flavour" --ctrls 2 --backend image --size 64M --timeout $T \
+		--trace "$TRACE_EVENTS,pci_nvme_aer_post_cqe,pci_nvme_get_log" -- 'sh /guest/health.sh'
 	# Namespace attach/detach: asynchronous events add and remove disks.
 	run_vm "aen-$flavour" "$flavour" --ctrls 1 --ns 2 --subsys --detached 2 \
 		--backend image --image-dir "$img/aen" --size 64M --timeout $T -- 'sh /guest/aen.sh'

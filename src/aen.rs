@@ -6,8 +6,10 @@
 //!
 //! A namespace attribute change (namespace attached, detached, resized) reads the Changed
 //! Namespace List log page, which re-enables the event, and rescans: disks of namespaces
-//! that are gone are removed, new ones added. Other events are logged; their log pages are
-//! left to user space (nvme-cli), as the C driver does.
+//! that are gone are removed, new ones added. A health (SMART) warning reads the SMART /
+//! Health log and logs what it says; an error event reads the Error Information log (a
+//! persistent internal error resets the controller, as in C). Other events are logged;
+//! their log pages are left to user space (nvme-cli), as the C driver does.
 //!
 //! The same work item marks the disks dead when error recovery gives the controller up
 //! ([`AsyncEvents::controller_dead`]), and resets the controller after an admin command
@@ -21,13 +23,15 @@
 use crate::{
     ctrl::Shared,
     hw::Hw,
+    hwmon::read_smart_log,
     ioctl::CtrlLink,
     kernel_ext::sync::{flush_work, system_dfl},
     spec::{
         command::Command,
         completion::{sc, Completion, Status},
-        event::{AsyncEvent, LOG_CHANGED_NS_LIST},
+        event::{kind, AsyncEvent, LOG_CHANGED_NS_LIST},
         identify::IDENTIFY_SIZE,
+        smart::{kelvin_to_millicelsius, Warnings, LOG_ERROR},
     },
 };
 use kernel::{
@@ -219,13 +223,44 @@ impl Shared<'_> {
             event.info,
             event.log_page
         );
+        // The log page an event names holds its details; reading it (without Retain
+        // Asynchronous Event) re-enables events of its type, which the controller holds
+        // back until then. The C driver leaves health and error logs to user space (and
+        // does not enable health events), so a second warning is only seen once something
+        // read the log; rnvme reads them and says what they hold.
         if event.namespaces_changed() {
-            // Reading the log page (without Retain Asynchronous Event) re-enables the event.
             let _ = self.hw.admin_read(
                 get_log_page(LOG_CHANGED_NS_LIST),
                 "Get Log Page (Changed Namespace List)",
             );
             self.rescan_after(format_args!("namespace change"));
+        } else if event.kind == kind::SMART {
+            match read_smart_log(&self.hw) {
+                Ok(log) => dev_warn!(
+                    self.hw.dev(),
+                    "rnvme{inst}: health warning: {} (critical warning {:#04x}); composite temperature {} C, available spare {}% (threshold {}%), {}% used\n",
+                    Warnings(log.critical_warning),
+                    log.critical_warning,
+                    kelvin_to_millicelsius(log.temperature) / 1000,
+                    log.available_spare,
+                    log.spare_threshold,
+                    log.percent_used
+                ),
+                Err(e) => dev_warn!(
+                    self.hw.dev(),
+                    "rnvme{inst}: SMART / health log unreadable ({})\n",
+                    e.to_errno()
+                ),
+            }
+        } else if event.kind == kind::ERROR {
+            let _ = self
+                .hw
+                .admin_read(get_log_page(LOG_ERROR), "Get Log Page (Error Information)");
+            if event.needs_reset() {
+                // As the C driver: the reset sends the requests again.
+                let _ = self.reset("persistent internal error");
+                return;
+            }
         }
         if let Err(e) = self.hw.admin.submit_aer() {
             dev_warn!(

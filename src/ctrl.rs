@@ -16,15 +16,16 @@ use crate::{
     blk::NvmeBlk,
     fault::Faults,
     hw::{self, Enabled, Hw},
+    hwmon::Sensors,
     ioctl::{CtrlChar, CtrlLink},
     ioq::QueueIrq,
     kernel_ext::{
         block::mq::TagSet,
         chardev::CharDev,
-        dma as kdma,
+        dma as kdma, hwmon,
         irq::{irq_type_name, IrqSet},
         lease::{Grant, Lease},
-        pci_save_state,
+        pci_save_state, pcie_print_link_status,
     },
     ns, params,
     queue::Queue,
@@ -125,6 +126,8 @@ pub(crate) struct Shared<'b> {
 /// running).
 #[pin_data]
 pub(crate) struct Controller<'b> {
+    /// The temperatures in hwmon (`None`: the SMART log could not be read).
+    hwmon: Option<hwmon::Registration<Sensors>>,
     /// `/dev/rnvme<N>`.
     chardev: Pin<KBox<CharDev<CtrlChar>>>,
     /// Counters of every queue and the fault knobs, in debugfs.
@@ -181,6 +184,7 @@ impl<'b> Controller<'b> {
                 bdev.as_ref(),
                 link.clone(),
             )?,
+            hwmon: Sensors::register(bdev, hw, link, &shared.id),
             // Step 14 (a disk's `device_add_disk` fails) is in the scan.
             _: {
                 let scanned = shared
@@ -231,6 +235,9 @@ impl<'b> Controller<'b> {
     fn setup_pci(pdev: &pci::Device<Core<'_>>, quirks: Quirks) -> Result {
         pdev.enable_device_mem()?;
         pdev.set_master();
+        // The link's speed and width, and whether a slot or bridge holds it below what the
+        // device can do (the C driver does not say).
+        pcie_print_link_status(pdev);
         // 64-bit DMA, else 48 bits, as the C driver: some platforms offer no more, and some
         // controllers (quirk dma_address_bits_48) address no more.
         // SAFETY: Called once in probe, before any DMA allocation or mapping of this device.

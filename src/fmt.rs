@@ -12,6 +12,7 @@ use crate::{
         identify::{AsciiField, IdentifyError},
         quirks::QuirkParamError,
         regs::CapError,
+        smart::Warnings,
     },
 };
 use kernel::fmt::{Display, Formatter, Result};
@@ -28,7 +29,7 @@ macro_rules! forward_display {
     };
 }
 
-forward_display!(Status, IdentifyError, CmdError, CapError);
+forward_display!(Status, IdentifyError, CmdError, CapError, Warnings);
 
 impl<const N: usize> Display for AsciiField<N> {
     fn fmt(&self, f: &mut Formatter<'_>) -> Result {

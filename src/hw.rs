@@ -21,6 +21,7 @@ use crate::{
         identify::{IdentifyController, IDENTIFY_SIZE},
         quirks::{Quirks, DELAY_BEFORE_CHK_RDY_MS},
         regs::{self as r, cc, csts, Cap},
+        smart::critical,
     },
 };
 use kernel::{
@@ -358,6 +359,20 @@ impl<'b> Hw<'b> {
         })
     }
 
+    /// [`Self::admin_cmd`] without the log line, for commands a controller may refuse or
+    /// user space asks for (hwmon thresholds).
+    pub(crate) fn try_admin_cmd(&self, cmd: Command) -> Result<u32, CmdError> {
+        match self.admin.execute(cmd, params::admin_timeout_ms()) {
+            Ok(c) => Ok(c.result),
+            Err(e) => {
+                if e == CmdError::Timeout {
+                    self.admin_timed_out();
+                }
+                Err(e)
+            }
+        }
+    }
+
     /// [`Self::admin_read`] without the log line, for commands a controller may refuse.
     pub(crate) fn try_admin_read(&self, cmd: Command) -> Result<KVec<u8>, CmdError> {
         let buf = Coherent::<u8>::zeroed_slice(self.dev(), IDENTIFY_SIZE, GFP_KERNEL)?;
@@ -387,12 +402,15 @@ impl<'b> Hw<'b> {
         Ok(u32::from(want).min(nsqa).min(ncqa) as u16)
     }
 
-    /// Enables the asynchronous event notices the controller supports (of
-    /// [`AEC_NOTICES`], out of its OAES) and sends an Asynchronous Event Request. Called once
+    /// Enables the SMART / health warnings and the asynchronous event notices the controller
+    /// supports (of [`AEC_NOTICES`], out of its OAES) and sends an Asynchronous Event Request. Called once
     /// the event handler is in place, and after every reset (which clears both).
     pub(crate) fn start_async_events(&self, oaes: Option<u32>) {
         if let Some(oaes) = oaes {
-            self.aen_config.store(oaes & AEC_NOTICES, Relaxed);
+            // Every SMART / health critical warning (bits 7:0, which every controller
+            // has; the C driver enables none), and the notices the controller has.
+            self.aen_config
+                .store(u32::from(critical::ALL) | (oaes & AEC_NOTICES), Relaxed);
         }
         let config = self.aen_config.load(Relaxed);
         if config != 0

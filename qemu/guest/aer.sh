@@ -27,6 +27,31 @@ require_disk rnvme_disk /dev/rnvme0n1
 require_disk c_driver_disk /dev/nvme0n1
 require_disk rnvme_disk_unrecoverable /dev/rnvme1n1
 
+# The probe says each controller's PCIe link, and names what limits it when it runs below
+# the device's capability (controller 2's port trains at its default speed, the others at
+# 5 GT/s): the line must agree with the link the PCI core reads.
+n=0
+for pci in $(bound_to rnvme); do
+	n=$((n + 1))
+	d=/sys/bus/pci/devices/$pci
+	line=$(dmesg | grep "$pci: .*available PCIe bandwidth" | tail -1)
+	if [ -z "$line" ]; then
+		fail "link_status_logged_$n" "no link line for $pci"
+		continue
+	fi
+	pass "link_status_logged_$n"
+	if [ "$(cat $d/current_link_speed)" = "$(cat $d/max_link_speed)" ] &&
+		[ "$(cat $d/current_link_width)" = "$(cat $d/max_link_width)" ]; then
+		want=full
+	else
+		want=limited
+	fi
+	case "$line" in *"limited by"*) got=limited ;; *) got=full ;; esac
+	if [ "$want" = "$got" ]; then pass "link_status_as_pci_core_$n"; else
+		fail "link_status_as_pci_core_$n" "link $(cat $d/current_link_speed) x$(cat $d/current_link_width) of $(cat $d/max_link_speed) x$(cat $d/max_link_width), logged: $line"
+	fi
+done
+
 HMP=0
 # hmp COMMAND...: the host runs it in QEMU's monitor.
 hmp() {

@@ -11,6 +11,7 @@ pub(crate) mod block;
 pub(crate) mod chardev;
 pub(crate) mod dma;
 pub(crate) mod dma_ring;
+pub(crate) mod hwmon;
 pub(crate) mod irq;
 pub(crate) mod lease;
 pub(crate) mod mmio;
@@ -83,4 +84,20 @@ pub(crate) fn pci_restore_state(pdev: &pci::Device<device::Bound>) {
     // SAFETY: `pdev` is a live, bound PCI device; `pci_restore_state` writes its config
     // space from the `pci_dev`'s saved state (if any) under the PCI core's locking.
     unsafe { bindings::pci_restore_state(pci_dev_raw(pdev)) };
+}
+
+/// Logs a PCI Express device's link: its bandwidth, speed and width, and what limits it when
+/// that is below what the device is capable of (a slower or narrower slot or bridge on the
+/// way): `pcie_print_link_status`. Nothing for a conventional PCI device. Upstream
+/// candidate: `pci::Device::print_link_status`.
+pub(crate) fn pcie_print_link_status(pdev: &pci::Device<device::Bound>) {
+    let dev = pci_dev_raw(pdev);
+    // SAFETY: `dev` is a live, bound PCI device; `pcie_cap` is set at enumeration and
+    // constant after (`pci_is_pcie`).
+    if unsafe { (*dev).pcie_cap } == 0 {
+        return;
+    }
+    // SAFETY: `dev` is a live PCI Express device; the function reads config space of it and
+    // the bridges above it.
+    unsafe { bindings::pcie_print_link_status(dev) };
 }

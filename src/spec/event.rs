@@ -20,6 +20,23 @@ pub(crate) mod kind {
     pub(crate) const VENDOR: u8 = 7;
 }
 
+/// Error status information values.
+pub(crate) mod error {
+    pub(crate) const INVALID_SQ: u8 = 0x00;
+    pub(crate) const INVALID_DOORBELL: u8 = 0x01;
+    pub(crate) const DIAGNOSTIC_FAILURE: u8 = 0x02;
+    pub(crate) const PERSISTENT_INTERNAL: u8 = 0x03;
+    pub(crate) const TRANSIENT_INTERNAL: u8 = 0x04;
+    pub(crate) const FIRMWARE_IMAGE_LOAD: u8 = 0x05;
+}
+
+/// SMART / health status information values.
+pub(crate) mod health {
+    pub(crate) const RELIABILITY: u8 = 0x00;
+    pub(crate) const TEMPERATURE: u8 = 0x01;
+    pub(crate) const SPARE: u8 = 0x02;
+}
+
 /// Notice information values.
 pub(crate) mod notice {
     pub(crate) const NS_ATTR_CHANGED: u8 = 0x00;
@@ -51,6 +68,11 @@ impl AsyncEvent {
         self.kind == kind::NOTICE && self.info == notice::NS_ATTR_CHANGED
     }
 
+    /// A persistent internal error: the controller needs a reset (as the C driver).
+    pub(crate) fn needs_reset(&self) -> bool {
+        self.kind == kind::ERROR && self.info == error::PERSISTENT_INTERNAL
+    }
+
     /// What happened, for the log.
     pub(crate) fn describe(&self) -> &'static str {
         match (self.kind, self.info) {
@@ -59,7 +81,16 @@ impl AsyncEvent {
             (kind::NOTICE, notice::TELEMETRY_LOG_CHANGED) => "telemetry log changed",
             (kind::NOTICE, notice::ANA_CHANGE) => "asymmetric namespace access change",
             (kind::NOTICE, _) => "notice",
+            (kind::ERROR, error::INVALID_SQ) => "error: write to an invalid submission queue",
+            (kind::ERROR, error::INVALID_DOORBELL) => "error: invalid doorbell write",
+            (kind::ERROR, error::DIAGNOSTIC_FAILURE) => "error: diagnostic failure",
+            (kind::ERROR, error::PERSISTENT_INTERNAL) => "error: persistent internal error",
+            (kind::ERROR, error::TRANSIENT_INTERNAL) => "error: transient internal error",
+            (kind::ERROR, error::FIRMWARE_IMAGE_LOAD) => "error: firmware image load error",
             (kind::ERROR, _) => "error status",
+            (kind::SMART, health::RELIABILITY) => "health: NVM subsystem reliability",
+            (kind::SMART, health::TEMPERATURE) => "health: temperature threshold",
+            (kind::SMART, health::SPARE) => "health: spare below threshold",
             (kind::SMART, _) => "SMART / health status",
             (kind::IMMEDIATE, _) => "immediate",
             (kind::IO_COMMAND_SET, _) => "I/O command set specific status",
@@ -84,7 +115,18 @@ mod tests {
         assert_eq!(e.describe(), "namespace attribute changed");
         let smart = AsyncEvent::decode(0x0002_0101);
         assert!(!smart.namespaces_changed());
-        assert_eq!(smart.describe(), "SMART / health status");
+        assert_eq!(smart.describe(), "health: temperature threshold");
+        assert_eq!(smart.log_page, 0x02);
+        assert_eq!(
+            AsyncEvent::decode(0x0002_0701).describe(),
+            "SMART / health status"
+        );
+        // QEMU's invalid doorbell write: error type, log page 01h.
+        let err = AsyncEvent::decode(0x0001_0100);
+        assert_eq!(err.describe(), "error: invalid doorbell write");
+        assert_eq!(err.log_page, 0x01);
+        assert!(!err.needs_reset());
+        assert!(AsyncEvent::decode(0x0001_0300).needs_reset());
         assert_eq!(
             AsyncEvent::decode(0xffff_ffff).describe(),
             "vendor specific"

@@ -133,6 +133,9 @@ pub(crate) struct IdentifyController {
     pub(crate) lpa: u8,
     /// Error Log Page Entries (0's based).
     pub(crate) elpe: u8,
+    /// Warning and Critical Composite Temperature Thresholds, kelvin (0: not reported).
+    pub(crate) wctemp: u16,
+    pub(crate) cctemp: u16,
     pub(crate) sqes: u8,
     pub(crate) cqes: u8,
     /// Maximum outstanding commands (0: not reported).
@@ -170,6 +173,8 @@ impl IdentifyController {
             aerl: b[259],
             lpa: b[261],
             elpe: b[262],
+            wctemp: le16(b, 266),
+            cctemp: le16(b, 268),
             sqes: b[512],
             cqes: b[513],
             maxcmd: le16(b, 514),

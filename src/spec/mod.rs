@@ -19,6 +19,7 @@ pub(crate) mod prp;
 pub(crate) mod quirks;
 pub(crate) mod regs;
 pub(crate) mod sgl;
+pub(crate) mod smart;
 
 /// Reads a little-endian `u16` at `off`. `b` must be long enough (checked by callers).
 #[inline]

@@ -39,6 +39,7 @@ impl Quirks {
     pub(crate) const SINGLE_VECTOR: Self = Self(1 << 11);
     pub(crate) const SQES_128_BYTES: Self = Self(1 << 12);
     pub(crate) const SHARED_TAGS: Self = Self(1 << 13);
+    /// hwmon's temperature thresholds are read-only.
     pub(crate) const NO_TEMP_THRESH_CHANGE: Self = Self(1 << 14);
     /// The Namespace Identification Descriptor list (Identify CNS 03h) is not asked for.
     pub(crate) const NO_NS_DESC_LIST: Self = Self(1 << 15);
@@ -47,6 +48,7 @@ impl Quirks {
     pub(crate) const SKIP_CID_GEN: Self = Self(1 << 17);
     /// The namespace identifiers (EUI64, NGUID, UUID) are not unique: ignored.
     pub(crate) const BOGUS_NID: Self = Self(1 << 18);
+    /// Only the composite temperature has thresholds.
     pub(crate) const NO_SECONDARY_TEMP_THRESH: Self = Self(1 << 19);
     pub(crate) const FORCE_NO_SIMPLE_SUSPEND: Self = Self(1 << 20);
     /// MSI is not used (MSI-X or INTx are).
@@ -56,8 +58,7 @@ impl Quirks {
 
     /// Quirks that change nothing in rnvme: power state transitions it does not make (APST),
     /// a suspend that is always the simple one, a subsystem NQN it does not show, alignments
-    /// its buffers always have (list pages and admin data are whole pages), temperature
-    /// thresholds it does not set.
+    /// its buffers always have (list pages and admin data are whole pages).
     pub(crate) const IGNORED: Self = Self(
         Self::NO_APST.0
             | Self::NO_DEEPEST_PS.0
@@ -65,9 +66,7 @@ impl Quirks {
             | Self::SIMPLE_SUSPEND.0
             | Self::FORCE_NO_SIMPLE_SUSPEND.0
             | Self::DMAPOOL_ALIGN_512.0
-            | Self::ADMIN_PAGE_ALIGN.0
-            | Self::NO_TEMP_THRESH_CHANGE.0
-            | Self::NO_SECONDARY_TEMP_THRESH.0,
+            | Self::ADMIN_PAGE_ALIGN.0,
     );
 
     /// Quirks rnvme does not implement and cannot serve a controller without (Apple's
