@@ -39,7 +39,7 @@ use kernel::{
     io::io_write,
     page::PAGE_SIZE,
     prelude::*,
-    sync::Arc,
+    sync::{Arc, LockClassKey},
     types::ForLt,
     uaccess::{UserPtr, UserSlice},
 };
@@ -128,9 +128,13 @@ impl CharDevOps for CtrlChar {
     const ATTRS: &'static [&'static CStr] = ATTR_NAMES;
     const STORE_ATTRS: &'static [&'static CStr] = STORE_ATTR_NAMES;
 
-    fn ioctl(link: &CtrlLink, cmd: u32, arg: usize) -> Result<isize> {
+    fn ioctl(link: &CtrlLink, cmd: u32, arg: usize, _writable: bool) -> Result<isize> {
         link.with(|s| ctrl_ioctl(s, cmd, arg))
             .unwrap_or(Err(ENODEV))
+    }
+
+    fn lock_class() -> Pin<&'static LockClassKey> {
+        kernel::static_lock_class!()
     }
 
     fn show(link: &CtrlLink, index: usize, out: &mut SysfsBuf<'_>) -> core::fmt::Result {
@@ -198,19 +202,53 @@ fn ctrl_ioctl(s: &Shared<'_>, cmd: u32, arg: usize) -> Result<isize> {
     }
 }
 
+/// A namespace's generic character device (`/dev/rng<C>n<N>`, as C's `/dev/ng<C>n<N>`):
+/// the namespace's ioctls without its block device (no partitions, no page cache, no
+/// exclusive openers in the way), and the device io_uring passthrough is meant for.
+pub(crate) struct NsChar;
+
+/// What a namespace's generic device and its open files hold: the controller and the
+/// namespace id (its requests go through the namespace's disk while it has one).
+pub(crate) struct NsLink {
+    pub(crate) ctrl: Arc<CtrlLink>,
+    pub(crate) nsid: u32,
+}
+
+impl CharDevOps for NsChar {
+    type Link = NsLink;
+    const ATTRS: &'static [&'static CStr] = &[];
+
+    fn ioctl(link: &NsLink, cmd: u32, arg: usize, writable: bool) -> Result<isize> {
+        ns_ioctl(&link.ctrl, link.nsid, writable, cmd, arg)
+    }
+
+    fn show(_link: &NsLink, _index: usize, _out: &mut SysfsBuf<'_>) -> core::fmt::Result {
+        Err(core::fmt::Error)
+    }
+
+    fn lock_class() -> Pin<&'static LockClassKey> {
+        kernel::static_lock_class!()
+    }
+}
+
 /// ioctls of a namespace's block device.
 pub(crate) fn disk_ioctl(p: &DiskLink, writable: bool, cmd: u32, arg: usize) -> Result<isize> {
-    p.ctrl
-        .with(|s| match cmd {
-            pt::NVME_IOCTL_ID => Ok(p.nsid as isize),
-            pt::NVME_IOCTL_ADMIN_CMD => admin_passthru(s, arg, Layout::Result32),
-            pt::NVME_IOCTL_ADMIN64_CMD => admin_passthru(s, arg, Layout::Result64),
-            pt::NVME_IOCTL_IO_CMD => io_passthru(s, Some(p.nsid), arg, Layout::Result32),
-            pt::NVME_IOCTL_IO64_CMD => io_passthru(s, Some(p.nsid), arg, Layout::Result64),
-            pt::NVME_IOCTL_SUBMIT_IO => submit_io(s, p.nsid, writable, arg),
-            _ => Err(ENOTTY),
-        })
-        .unwrap_or(Err(ENODEV))
+    ns_ioctl(&p.ctrl, p.nsid, writable, cmd, arg)
+}
+
+/// ioctls of namespace `nsid` (its block device or its generic device; `writable`: opened
+/// for writing), as C's `nvme_ns_ioctl`.
+fn ns_ioctl(ctrl: &CtrlLink, nsid: u32, writable: bool, cmd: u32, arg: usize) -> Result<isize> {
+    ctrl.with(|s| match cmd {
+        pt::NVME_IOCTL_ID => Ok(nsid as isize),
+        pt::NVME_IOCTL_ADMIN_CMD => admin_passthru(s, arg, Layout::Result32),
+        pt::NVME_IOCTL_ADMIN64_CMD => admin_passthru(s, arg, Layout::Result64),
+        pt::NVME_IOCTL_IO_CMD => io_passthru(s, Some(nsid), arg, Layout::Result32),
+        pt::NVME_IOCTL_IO64_CMD => io_passthru(s, Some(nsid), arg, Layout::Result64),
+        pt::NVME_IOCTL_SUBMIT_IO => submit_io(s, nsid, writable, arg),
+        _ => Err(ENOTTY),
+    })
+    .unwrap_or(Err(ENODEV))
 }
 
 fn require_admin() -> Result {

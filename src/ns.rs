@@ -3,7 +3,11 @@
 //! Namespaces: identify, decide whether we can expose them, and the disk's queue limits.
 
 use crate::{
-    kernel_ext::block::mq::{Limits, ReqOp, MAX_SEGMENTS},
+    ioctl::NsChar,
+    kernel_ext::{
+        block::mq::{Limits, ReqOp, MAX_SEGMENTS},
+        chardev::CharDev,
+    },
     spec::{
         command::DSM_MAX_RANGES,
         completion::Status,
@@ -93,6 +97,8 @@ pub(crate) struct Namespace<'b> {
     crdt: [u16; 3],
     /// The controller's quirks.
     quirks: Quirks,
+    /// The namespace's generic character device (`/dev/rng<C>n<N>`), removed with the disk.
+    generic: Option<Pin<KBox<CharDev<NsChar>>>>,
 }
 
 impl<'b> Namespace<'b> {
@@ -117,6 +123,7 @@ impl<'b> Namespace<'b> {
             sgl: ctrl.supports_sgl(),
             crdt: ctrl.crdt,
             quirks,
+            generic: None,
         })
     }
 
@@ -139,6 +146,11 @@ impl<'b> Namespace<'b> {
         self.discard_blocks
             .store(id.discard_granularity_blocks(), Relaxed);
         self.io_boundary.store(u32::from(id.noiob), Relaxed);
+    }
+
+    /// Gives the namespace its generic character device, which goes with it.
+    pub(crate) fn set_generic(&mut self, dev: Pin<KBox<CharDev<NsChar>>>) {
+        self.generic = Some(dev);
     }
 
     /// Fails I/O from now on: the namespace can no longer be served.

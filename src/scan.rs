@@ -13,8 +13,11 @@ use crate::{
     blk::NvmeBlk,
     ctrl::Shared,
     hw::{Hw, State},
-    ioctl::{DiskIds, DiskLink},
-    kernel_ext::block::mq::{DiskRef, NewDisk},
+    ioctl::{DiskIds, DiskLink, NsLink},
+    kernel_ext::{
+        block::mq::{DiskRef, NewDisk},
+        chardev::CharDev,
+    },
     ns::{servable, Namespace},
     params,
     spec::{
@@ -25,7 +28,7 @@ use crate::{
         quirks::Quirks,
     },
 };
-use kernel::{page::PAGE_SHIFT, prelude::*};
+use kernel::{page::PAGE_SHIFT, prelude::*, sync::Arc};
 
 /// The active namespace ids, parsed and checked.
 pub(crate) fn active_namespaces(hw: &Hw<'_>, id: &IdentifyController) -> Result<KVec<u32>> {
@@ -127,7 +130,7 @@ impl<'b> Shared<'b> {
                 }
             };
             let ids = self.namespace_ids(nsid, &nid);
-            let ns = match Namespace::new(self.hw.pdev, id, nsid, nid, self.hw.quirks()) {
+            let mut ns = match Namespace::new(self.hw.pdev, id, nsid, nid, self.hw.quirks()) {
                 Ok(ns) => ns,
                 Err(why) => {
                     dev_warn!(
@@ -137,6 +140,23 @@ impl<'b> Shared<'b> {
                     continue;
                 }
             };
+            // The generic device goes with the namespace's disk (dropped with it); a
+            // namespace without one still gets its disk.
+            let link = Arc::new(
+                NsLink {
+                    ctrl: self.link.clone(),
+                    nsid,
+                },
+                GFP_KERNEL,
+            )?;
+            match CharDev::register(fmt!("rng{inst}n{nsid}"), self.hw.dev(), link) {
+                Ok(dev) => ns.set_generic(dev),
+                Err(e) => dev_warn!(
+                    self.hw.dev(),
+                    "rnvme{inst}n{nsid}: no generic character device ({})\n",
+                    e.to_errno()
+                ),
+            }
             let (cap, dma) = (self.hw.cap, self.hw.dma_opt);
             let limits = ns.limits(id, self.nvm.as_ref(), cap, dma, PAGE_SHIFT as u32);
             let (sectors, bs) = (ns.sectors(), ns.block_size());

@@ -18,10 +18,12 @@ events() { dmesg | grep -c 'asynchronous event: namespace attribute changed'; }
 check insmod insmod /lib/rnvme.ko
 require_disk disk_ready ${R}n1
 check detached_namespace_has_no_disk test ! -e ${R}n2
+check detached_namespace_has_no_generic_device test ! -e /dev/rng0n2
 expect_eq allocated_namespaces_listed "$(printf '[   0]:0x1\n[   1]:0x2')" "$(nvme list-ns $R -a)"
 
 check attach_command ns_attach 0
 check event_adds_disk wait_for 10 test -b ${R}n2
+check event_adds_generic_device test -c /dev/rng0n2
 expect_eq one_event_logged 1 "$(events)"
 dd if=/dev/urandom of=/tmp/p bs=1M count=4 2>/dev/null
 check write_attached dd if=/tmp/p of=${R}n2 bs=1M oflag=direct
@@ -30,6 +32,7 @@ check write_attached dd if=/tmp/p of=${R}n2 bs=1M oflag=direct
 exec 3<${R}n2
 check detach_ns nvme detach-ns $R -n 2 -c 0
 check event_removes_open_disk wait_for 10 test ! -e ${R}n2
+check event_removes_generic_device test ! -e /dev/rng0n2
 if dd if=${R}n2 of=/dev/null bs=4k count=1 iflag=direct 2>/dev/null; then
 	fail removed_disk_unreadable "read of a removed namespace succeeded"
 else

@@ -97,6 +97,27 @@ expect_eq list_ns "$(printf '[   0]:0x1\n[   1]:0x2')" "$(nvme list-ns $R)"
 expect_eq list_ns_as_c_driver "$(nvme list-ns $C)" "$(nvme list-ns $R)"
 expect_eq get_ns_id "rnvme0n2: namespace-id:2" "$(nvme get-ns-id ${R}n2)"
 
+# --- the namespaces' generic character devices (/dev/rng0n<N>, as C's /dev/ng0n<N>) ------
+G=/dev/rng0
+CG=/dev/ng$(basename "$(c_disk 2)" | sed 's/^nvme//')
+for n in 1 2; do check "generic_device_$n" test -c ${G}n$n; done
+check c_generic_device test -c "$CG"
+expect_eq generic_device_mode_as_c "$(ls -l "$CG" | cut -c1-10)" "$(ls -l ${G}n2 | cut -c1-10)"
+expect_eq generic_device_below_the_controller "$PCI" \
+	"$(basename "$(readlink -f /sys/class/misc/rng0n2/device)")"
+expect_eq generic_id_ns_as_disk "$(nvme id-ns ${R}n2 | sed 1d)" "$(nvme id-ns ${G}n2 | sed 1d)"
+expect_eq generic_id_ns_as_c "$(nvme id-ns "$CG" | sed 1d)" "$(nvme id-ns ${G}n2 | sed 1d)"
+expect_eq generic_get_ns_id "rng0n2: namespace-id:2" "$(nvme get-ns-id ${G}n2)"
+# What is written through the generic device is what the disk reads, and the other way.
+dd if=/dev/urandom of=/tmp/g bs=4k count=2 2>/dev/null
+check generic_submit_io_write nvme write ${G}n2 -s 200 -c 15 -z 8192 -d /tmp/g
+check disk_reads_generic_write sh -c \
+	"dd if=${R}n2 bs=512 skip=200 count=16 iflag=direct 2>/dev/null | cmp - /tmp/g"
+dd if=/dev/urandom of=/tmp/g bs=4k count=2 2>/dev/null
+dd if=/tmp/g of=${R}n2 bs=512 seek=300 oflag=direct 2>/dev/null
+check generic_io_passthru_reads_disk_write sh -c \
+	"nvme io-passthru ${G}n2 -o 2 -n 2 --cdw10=300 --cdw12=15 -l 8192 -r -b 2>/dev/null | cmp - /tmp/g"
+
 # --- logs --------------------------------------------------------------------------------
 rs=$(nvme smart-log $R) || fail smart_log "nvme smart-log failed"
 cs=$(nvme smart-log $C)
@@ -206,6 +227,11 @@ for drv in rnvme nvme; do
 	check "${drv}_disks_kept_by_sysfs_rescan" test -b "${disk%1}1" -a -b "${disk%1}2"
 done
 expect_eq sysfs_reset_counted $((before + 2)) "$(cat $S/resets)"
+# delete_controller: C offers it for fabrics controllers only (a PCI function is deleted by
+# unbinding it): hidden on both.
+expect_eq delete_controller_hidden_as_c "$(ls $CS/delete_controller 2>&1 | grep -c 'No such')" \
+	"$(ls $S/delete_controller 2>&1 | grep -c 'No such')"
+expect_eq delete_controller_hidden 1 "$(ls $S/delete_controller 2>&1 | grep -c 'No such')"
 
 # --- ioctl edge cases, fuzz (namespace 2 is the scratch namespace) ---------------------------
 run_helper nvme_ioctl_check_ran nvme-ioctl check $R ${R}n2
@@ -223,5 +249,7 @@ check chardev_gone_after_unbind test ! -e $R
 echo "$PCI" >/sys/bus/pci/drivers/rnvme/bind
 wait_for 10 test -b /dev/rnvme0n1
 check id_ctrl_after_rebind nvme id-ctrl $R
+check generic_devices_after_rebind test -c ${G}n1 -a -c ${G}n2
 check rmmod rmmod rnvme
+check generic_devices_gone_after_rmmod test ! -e ${G}n1 -a ! -e ${G}n2
 finish

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! A per-controller character device (`/dev/rnvme<N>`) with ioctls and sysfs attributes.
+//! Character devices with ioctls and sysfs attributes: a controller's (`/dev/rnvme<N>`) and
+//! each namespace's generic one (`/dev/rng<N>n<M>`).
 //!
 //! `kernel::miscdevice` in 7.3 takes a `&'static` name, no parent, no attributes and no
 //! per-registration data. [`CharDev`] registers a `struct miscdevice` the same way but with a
@@ -28,8 +29,11 @@ pub(crate) trait CharDevOps: 'static {
     type Link: Send + Sync + 'static;
     /// Names of the read-only sysfs attributes, shown by [`Self::show`] by index.
     const ATTRS: &'static [&'static CStr];
-    /// An ioctl on an open file.
-    fn ioctl(link: &Self::Link, cmd: u32, arg: usize) -> Result<isize>;
+    /// An ioctl on an open file; `writable`: the file was opened for writing.
+    fn ioctl(link: &Self::Link, cmd: u32, arg: usize, writable: bool) -> Result<isize>;
+    /// The lockdep class of the attributes (`kernel::static_lock_class!()`): one per kind
+    /// of device.
+    fn lock_class() -> Pin<&'static kernel::sync::LockClassKey>;
     /// Writes attribute `index` of [`Self::ATTRS`], one line.
     fn show(link: &Self::Link, index: usize, out: &mut SysfsBuf<'_>) -> core::fmt::Result;
     /// Names of the write-only sysfs attributes (mode 0200, as C's `S_IWUSR` controls),
@@ -41,6 +45,9 @@ pub(crate) trait CharDevOps: 'static {
         Err(EINVAL)
     }
 }
+
+/// `FMODE_WRITE` (include/linux/fs.h; a `__force` cast bindgen cannot evaluate).
+const FMODE_WRITE: u32 = 1 << 1;
 
 /// A registered character device. Upstream candidate.
 ///
@@ -80,7 +87,7 @@ impl<T: CharDevOps> CharDev<T> {
             T::STORE_ATTRS,
             Self::store,
             None,
-            kernel::static_lock_class!(),
+            T::lock_class(),
         )?;
         let parent = device_raw(parent);
         // Heap pointers: they stay valid when `name` and `attrs` move into the structure.
@@ -162,7 +169,9 @@ impl<T: CharDevOps> CharDev<T> {
     unsafe extern "C" fn ioctl(file: *mut bindings::file, cmd: c_uint, arg: c_ulong) -> c_long {
         // SAFETY: `open` stored an `Arc<T::Link>`, alive until `release`.
         let link = unsafe { <Arc<T::Link> as ForeignOwnable>::borrow((*file).private_data.cast()) };
-        match T::ioctl(&link, cmd, arg) {
+        // SAFETY: The file is open; its mode is fixed at open.
+        let writable = unsafe { (*file).f_mode } & FMODE_WRITE != 0;
+        match T::ioctl(&link, cmd, arg, writable) {
             Ok(v) => v as c_long,
             Err(e) => e.to_errno() as c_long,
         }
