@@ -387,10 +387,10 @@ for flavour in $FLAVOURS; do
 	rm -rf "$img"
 	mkdir -p "$img"/{io,lba4k,mdts1,queues1,msix1,poll,aen,errors,timeout,stress,dead,format,busmaster,swiotlb,power,aer}
 	if [ "$flavour" = base ]; then
-		T=900 BASIC_CTRLS=3 BASIC_NS=2 IO_ENV='LBA=512 HOSTCHECK=1' IO_SIZE=256M FUZZ_N=3000
+		T=900 BASIC_CTRLS=3 BASIC_NS=2 IO_ENV='LBA=512 HOSTCHECK=1' IO_SIZE=256M FUZZ_N=3000 URING_SIZE=16M
 		CYCLES=50 SLEEP_ROUNDS=20 SPECIAL_ENV='QUICK=1'
 	else
-		T=1800 BASIC_CTRLS=2 BASIC_NS=1 IO_ENV='QUICK=1 FIO_SIZE=8M' IO_SIZE=128M FUZZ_N=1000
+		T=1800 BASIC_CTRLS=2 BASIC_NS=1 IO_ENV='QUICK=1 FIO_SIZE=8M' IO_SIZE=128M FUZZ_N=1000 URING_SIZE=8M
 		CYCLES=10 SLEEP_ROUNDS=9 SPECIAL_ENV='QUICK=1 FIO_SIZE=8M'
 	fi
 
@@ -469,6 +469,9 @@ for flavour in $FLAVOURS; do
 	# raises health warnings (QMP qom-set) when the guest asks.
 	hmp_vm "health-$flavour" "$flavour" --ctrls 2 --backend image --size 64M --timeout $T \
 		--trace "$TRACE_EVENTS,pci_nvme_aer_post_cqe,pci_nvme_get_log" -- 'sh /guest/health.sh'
+	# io_uring passthrough on the generic devices, beside the C driver's.
+	run_vm "uring-$flavour" "$flavour" --ctrls 2 --backend image --size 64M --timeout $T \
+		-- "SIZE=$URING_SIZE sh /guest/uring.sh"
 	# Namespace attach/detach: asynchronous events add and remove disks.
 	run_vm "aen-$flavour" "$flavour" --ctrls 1 --ns 2 --subsys --detached 2 \
 		--backend image --image-dir "$img/aen" --size 64M --timeout $T -- 'sh /guest/aen.sh'

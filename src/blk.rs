@@ -233,6 +233,20 @@ impl Operations for NvmeBlk {
         reset::timeout(set, q, rq)
     }
 
+    /// As C's `nvme_uring_cmd_end_io`: the NVMe status if the device gave one (without the
+    /// phase bit), else the block layer's error, and the result dword.
+    fn private_outcome(rq: &RqState, ok: bool) -> (i32, u64) {
+        let status = rq.status();
+        let result = u64::from(rq.result());
+        if !status.is_success() {
+            (i32::from(status.0 & 0x7fff), result)
+        } else if !ok {
+            (EIO.to_errno(), result)
+        } else {
+            (0, result)
+        }
+    }
+
     fn ioctl(p: &DiskLink, writable: bool, cmd: u32, arg: usize) -> Result<isize> {
         ioctl::disk_ioctl(p, writable, cmd, arg)
     }

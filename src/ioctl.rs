@@ -21,9 +21,11 @@ use crate::{
     ctrl::Shared,
     hw::State,
     kernel_ext::{
+        block::mq::PrivateIo,
         chardev::{capable_sys_admin, CharDevOps},
         lease::Lease,
         sysfs::SysfsBuf,
+        uring_cmd::{issue, Queued, UringCmd, CMD_FIXED},
     },
     params,
     spec::{
@@ -226,9 +228,74 @@ impl CharDevOps for NsChar {
         Err(core::fmt::Error)
     }
 
+    fn uring_cmd(
+        link: &NsLink,
+        cmd: UringCmd,
+        issue_flags: u32,
+        _writable: bool,
+    ) -> Result<Queued> {
+        ns_uring_cmd(&link.ctrl, link.nsid, cmd, issue_flags)
+    }
+
     fn lock_class() -> Pin<&'static LockClassKey> {
         kernel::static_lock_class!()
     }
+}
+
+/// io_uring passthrough of an I/O command on namespace `nsid` (`NVME_URING_CMD_IO`), as C's
+/// `nvme_uring_cmd_io`: the command comes from the 128-byte SQE, runs on the namespace's
+/// queues without the submitter waiting, and completes with its NVMe status (or a negative
+/// errno) and its result in a 32-byte CQE. Needs `CAP_SYS_ADMIN`, as the ioctls.
+fn ns_uring_cmd(ctrl: &CtrlLink, nsid: u32, cmd: UringCmd, issue_flags: u32) -> Result<Queued> {
+    // As C (`nvme_uring_cmd_checks`): a big SQE for the command, a big CQE for the result.
+    let both = issue::SQE128 | issue::CQE32;
+    if issue_flags & both != both {
+        return Err(EOPNOTSUPP);
+    }
+    match cmd.cmd_op() {
+        pt::NVME_URING_CMD_IO => {}
+        // Vectored buffers are not taken yet.
+        pt::NVME_URING_CMD_IO_VEC => return Err(EOPNOTSUPP),
+        // As C: admin commands are the controller device's.
+        pt::NVME_URING_CMD_ADMIN => return Err(ENOTTY),
+        _ => return Err(ENOTTY),
+    }
+    require_admin()?;
+    // Registered buffers are not taken yet.
+    if cmd.flags() & CMD_FIXED != 0 {
+        return Err(EOPNOTSUPP);
+    }
+    let raw = cmd.sqe128_cmd(issue_flags).ok_or(EOPNOTSUPP)?;
+    let c = PassthruCmd::parse(&raw[..pt::URING_CMD_SIZE]).ok_or(EINVAL)?;
+    // As C (`nvme_validate_passthru_nsid`): the command is for this namespace.
+    if c.nsid != nsid {
+        return Err(EINVAL);
+    }
+    ctrl.with(|s| {
+        c.validate(s.max_data()).map_err(|_| EINVAL)?;
+        let command = c.command();
+        let disks = s.disks.lock();
+        let ts = disks.as_ref().ok_or(ENODEV)?;
+        let disk = ts.find_disk(|ns| ns.nsid() == nsid).ok_or(ENODEV)?;
+        let nowait = issue_flags & issue::NONBLOCK != 0;
+        cmd.queue_with(|ctx| {
+            // SAFETY: `ctx` is the command `queue_with` queued, handed over once.
+            unsafe {
+                disk.submit_private_uring(
+                    ctx,
+                    PrivateIo {
+                        to_device: c.direction() == Direction::ToDevice,
+                        addr: c.addr as usize,
+                        len: c.data_len,
+                        timeout_ms: c.timeout_ms,
+                        nowait,
+                    },
+                    |rq| rq.set_passthru(&command),
+                )
+            }
+        })
+    })
+    .unwrap_or(Err(ENODEV))
 }
 
 /// ioctls of a namespace's block device.

@@ -12,6 +12,7 @@
 use super::{
     device_raw,
     sysfs::{AttrGroup, SysfsBuf},
+    uring_cmd::{Queued, UringCmd},
 };
 use kernel::{
     bindings,
@@ -36,6 +37,16 @@ pub(crate) trait CharDevOps: 'static {
     fn lock_class() -> Pin<&'static kernel::sync::LockClassKey>;
     /// Writes attribute `index` of [`Self::ATTRS`], one line.
     fn show(link: &Self::Link, index: usize, out: &mut SysfsBuf<'_>) -> core::fmt::Result;
+    /// An io_uring command (`IORING_OP_URING_CMD`) on an open file, with io_uring's issue
+    /// flags; `writable`: the file was opened for writing. The default takes none.
+    fn uring_cmd(
+        _link: &Self::Link,
+        _cmd: UringCmd,
+        _issue_flags: u32,
+        _writable: bool,
+    ) -> Result<Queued> {
+        Err(ENOTTY)
+    }
     /// Names of the write-only sysfs attributes (mode 0200, as C's `S_IWUSR` controls),
     /// handled by [`Self::store`] by index.
     const STORE_ATTRS: &'static [&'static CStr] = &[];
@@ -126,6 +137,7 @@ impl<T: CharDevOps> CharDev<T> {
         unlocked_ioctl: Some(Self::ioctl),
         // The passthrough structures have the same layout for 32-bit callers.
         compat_ioctl: Some(Self::ioctl),
+        uring_cmd: Some(Self::uring_cmd),
         ..pin_init::zeroed()
     };
 
@@ -174,6 +186,34 @@ impl<T: CharDevOps> CharDev<T> {
         match T::ioctl(&link, cmd, arg, writable) {
             Ok(v) => v as c_long,
             Err(e) => e.to_errno() as c_long,
+        }
+    }
+
+    /// # Safety
+    ///
+    /// Called by io_uring for a file `open` succeeded on, before `release`, with a command
+    /// of that file.
+    unsafe extern "C" fn uring_cmd(
+        ioucmd: *mut bindings::io_uring_cmd,
+        issue_flags: c_uint,
+    ) -> c_int {
+        // SAFETY: io_uring hands us the command during this call (function's safety
+        // section).
+        let Some(cmd) = (unsafe { UringCmd::from_raw(ioucmd.cast()) }) else {
+            return EINVAL.to_errno();
+        };
+        // SAFETY: The command's file is open: `open` stored an `Arc<T::Link>`, alive until
+        // `release`; the mode is fixed at open.
+        let (link, writable) = unsafe {
+            let file = cmd.file();
+            (
+                <Arc<T::Link> as ForeignOwnable>::borrow((*file).private_data.cast()),
+                (*file).f_mode & FMODE_WRITE != 0,
+            )
+        };
+        match T::uring_cmd(&link, cmd, issue_flags, writable) {
+            Ok(_) => -(bindings::EIOCBQUEUED as c_int),
+            Err(e) => e.to_errno(),
         }
     }
 

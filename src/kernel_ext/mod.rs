@@ -20,6 +20,7 @@ pub(crate) mod pci_driver;
 pub(crate) mod spinlock;
 pub(crate) mod sync;
 pub(crate) mod sysfs;
+pub(crate) mod uring_cmd;
 
 use kernel::{bindings, device, pci};
 

@@ -41,6 +41,16 @@ pub(crate) const NVME_IOCTL_IO64_CMD: u32 = ioc(IOC_READ | IOC_WRITE, 0x48, PASS
 
 /// `sizeof(struct nvme_passthru_cmd)` (= `struct nvme_admin_cmd`).
 pub(crate) const PASSTHRU_SIZE: usize = 72;
+/// `struct nvme_uring_cmd`: [`PassthruCmd`]'s layout with `rsvd2` where the 32-bit result is
+/// (the results come back in the completion entry).
+pub(crate) const URING_CMD_SIZE: usize = 72;
+/// `NVME_URING_CMD_IO`: an I/O command on a namespace, through io_uring.
+pub(crate) const NVME_URING_CMD_IO: u32 = ioc(IOC_READ | IOC_WRITE, 0x80, URING_CMD_SIZE as u32);
+/// `NVME_URING_CMD_IO_VEC`: the same with a vector of buffers.
+pub(crate) const NVME_URING_CMD_IO_VEC: u32 =
+    ioc(IOC_READ | IOC_WRITE, 0x81, URING_CMD_SIZE as u32);
+/// `NVME_URING_CMD_ADMIN`: an admin command, through io_uring.
+pub(crate) const NVME_URING_CMD_ADMIN: u32 = ioc(IOC_READ | IOC_WRITE, 0x82, URING_CMD_SIZE as u32);
 /// `sizeof(struct nvme_passthru_cmd64)`.
 pub(crate) const PASSTHRU64_SIZE: usize = 80;
 /// `sizeof(struct nvme_user_io)`.
@@ -300,6 +310,9 @@ mod tests {
         assert_eq!(NVME_IOCTL_RESCAN, 0x4e46);
         assert_eq!(NVME_IOCTL_ADMIN64_CMD, 0xc0504e47);
         assert_eq!(NVME_IOCTL_IO64_CMD, 0xc0504e48);
+        assert_eq!(NVME_URING_CMD_IO, 0xc0484e80);
+        assert_eq!(NVME_URING_CMD_IO_VEC, 0xc0484e81);
+        assert_eq!(NVME_URING_CMD_ADMIN, 0xc0484e82);
     }
 
     fn identify_bytes() -> [u8; PASSTHRU64_SIZE] {

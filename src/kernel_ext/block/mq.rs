@@ -50,7 +50,7 @@ mod tag_set;
 
 pub(crate) use completion::CompletionBatch;
 pub(crate) use dma_map::{Mapping, MAX_SEGMENTS};
-pub(crate) use gen_disk::{DiskRef, Limits, NewDisk};
+pub(crate) use gen_disk::{DiskRef, Limits, NewDisk, PrivateIo};
 pub(crate) use operations::{Operations, Timeout};
 pub(crate) use request::{Dispatched, Owned, ReqOp, Request};
 pub(crate) use tag_set::{QueueTags, TagSet, TagSetRef, Tags};

@@ -64,6 +64,12 @@ pub(crate) trait Operations: Sized + 'static {
     /// (blk-mq's timeout work) and may sleep; `set` is the tag set `rq` belongs to. Upstream
     /// candidate.
     fn timeout(set: TagSetRef<'_, Self>, q: &Self::Queue<'_>, rq: &Request<Self>) -> Timeout;
+    /// The outcome of a driver-private request started for an io_uring command, read when
+    /// it ends (`ok`: the block layer ended it without error): the completion's value and
+    /// its second result. Upstream candidate.
+    fn private_outcome(_rq: &Self::Rq, ok: bool) -> (i32, u64) {
+        (if ok { 0 } else { EIO.to_errno() }, 0)
+    }
     /// An ioctl on the disk's block device that the block layer does not handle itself;
     /// `writable` says whether the device was opened for writing. Upstream candidate.
     fn ioctl(p: &Self::Private, writable: bool, cmd: u32, arg: usize) -> Result<isize>;
