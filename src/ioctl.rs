@@ -242,7 +242,11 @@ impl CharDevOps for NsChar {
     }
 }
 
-/// io_uring passthrough of an I/O command on namespace `nsid` (`NVME_URING_CMD_IO`), as C's
+/// Most iovecs one vectored command may have (the kernel's `UIO_MAXIOV`).
+const UIO_MAXIOV: u32 = 1024;
+
+/// io_uring passthrough of an I/O command on namespace `nsid` (`NVME_URING_CMD_IO`, and
+/// `_IO_VEC` with a vector of buffers), as C's
 /// `nvme_uring_cmd_io`: the command comes from the 128-byte SQE, runs on the namespace's
 /// queues without the submitter waiting, and completes with its NVMe status (or a negative
 /// errno) and its result in a 32-byte CQE. Needs `CAP_SYS_ADMIN`, as the ioctls.
@@ -252,14 +256,14 @@ fn ns_uring_cmd(ctrl: &CtrlLink, nsid: u32, cmd: UringCmd, issue_flags: u32) -> 
     if issue_flags & both != both {
         return Err(EOPNOTSUPP);
     }
-    match cmd.cmd_op() {
-        pt::NVME_URING_CMD_IO => {}
-        // Vectored buffers are not taken yet.
-        pt::NVME_URING_CMD_IO_VEC => return Err(EOPNOTSUPP),
+    let vec = match cmd.cmd_op() {
+        pt::NVME_URING_CMD_IO => false,
+        // `addr` points to an array of `data_len` iovecs.
+        pt::NVME_URING_CMD_IO_VEC => true,
         // As C: admin commands are the controller device's.
         pt::NVME_URING_CMD_ADMIN => return Err(ENOTTY),
         _ => return Err(ENOTTY),
-    }
+    };
     require_admin()?;
     // Registered buffers are not taken yet.
     if cmd.flags() & CMD_FIXED != 0 {
@@ -272,7 +276,10 @@ fn ns_uring_cmd(ctrl: &CtrlLink, nsid: u32, cmd: UringCmd, issue_flags: u32) -> 
         return Err(EINVAL);
     }
     ctrl.with(|s| {
-        c.validate(s.max_data()).map_err(|_| EINVAL)?;
+        // A vector's total is checked against the queue limits when it is mapped; its
+        // count against the kernel's (UIO_MAXIOV).
+        let limit = if vec { UIO_MAXIOV } else { s.max_data() };
+        c.validate(limit).map_err(|_| EINVAL)?;
         let command = c.command();
         let disks = s.disks.lock();
         let ts = disks.as_ref().ok_or(ENODEV)?;
@@ -289,6 +296,7 @@ fn ns_uring_cmd(ctrl: &CtrlLink, nsid: u32, cmd: UringCmd, issue_flags: u32) -> 
                         len: c.data_len,
                         timeout_ms: c.timeout_ms,
                         nowait,
+                        vec,
                     },
                     |rq| rq.set_passthru(&command),
                 )

@@ -11,7 +11,8 @@
  *   long     a read of 64 MiB
  *   badaddr  a read into an unmapped address
  *   badop    an I/O opcode the controller does not have (its status comes back)
- * Raw syscalls: no liburing needed. Exits 0 once a completion was printed.
+ * With a third argument "sum", the line ends with " sum=<n>", a checksum of the 4 KiB
+ * buffer read. Raw syscalls: no liburing needed. Exits 0 once a completion was printed.
  */
 #include <fcntl.h>
 #include <linux/io_uring.h>
@@ -32,8 +33,8 @@
 
 int main(int argc, char **argv)
 {
-	if (argc != 3) {
-		fprintf(stderr, "usage: %s DEV MODE\n", argv[0]);
+	if (argc != 3 && !(argc == 4 && !strcmp(argv[3], "sum"))) {
+		fprintf(stderr, "usage: %s DEV MODE [sum]\n", argv[0]);
 		return 2;
 	}
 	const char *mode = argv[2];
@@ -126,7 +127,14 @@ int main(int argc, char **argv)
 	struct io_uring_cqe *e =
 		(struct io_uring_cqe *)(cq + p.cq_off.cqes + (head & (p.cq_entries - 1)) * cqe_size);
 	unsigned long long res2 = big ? *(unsigned long long *)((char *)e + 16) : 0;
-	printf("res=%d res2=%llu\n", e->res, res2);
+	printf("res=%d res2=%llu", e->res, res2);
+	if (argc == 4) {
+		unsigned long long sum = 0;
+		for (size_t i = 0; i < sizeof(buf); i++)
+			sum = sum * 31 + (unsigned char)buf[i];
+		printf(" sum=%llu", sum);
+	}
+	printf("\n");
 	__atomic_store_n(cq_head, head + 1, __ATOMIC_RELEASE);
 	return 0;
 }

@@ -384,6 +384,7 @@ impl<'s, 'a, T: Operations> DiskRef<'s, 'a, T> {
             len,
             timeout_ms,
             nowait,
+            vec,
         } = io;
         let disk = self.disk.disk.as_ptr();
         let op = if to_device {
@@ -419,7 +420,7 @@ impl<'s, 'a, T: Operations> DiskRef<'s, 'a, T> {
                     addr as *mut c_void,
                     len as usize,
                     bindings::GFP_KERNEL,
-                    false,
+                    vec,
                     0,
                     false,
                     c_int::from(to_device),
@@ -478,6 +479,8 @@ pub(crate) struct PrivateIo {
     pub(crate) timeout_ms: u32,
     /// `EAGAIN` instead of waiting for a tag.
     pub(crate) nowait: bool,
+    /// `addr` is an array of `len` iovecs (else `len` bytes of memory).
+    pub(crate) vec: bool,
 }
 
 /// What [`TagSet::add_disk`] makes a disk of (upstream: `GenDiskBuilder`'s settings and
