@@ -32,6 +32,8 @@ mod kernel_ext;
 mod ns;
 #[path = "src/params.rs"]
 mod params;
+#[path = "src/passthru.rs"]
+mod passthru;
 #[path = "src/power.rs"]
 mod power;
 #[path = "src/queue.rs"]

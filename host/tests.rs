@@ -664,7 +664,7 @@ mod untrusted_device_values {
 /// relaxation bit or Security Receive drops CSE.
 #[test]
 fn command_effects_format_freezes_and_rescans() {
-    use crate::spec::effects::{self as fx, AdminEffects};
+    use crate::spec::effects::{self as fx, EffectsLog};
     let none = fx::admin_effects(None, fx::opcode::FORMAT_NVM);
     assert!(fx::needs_freeze(none) && fx::needs_rescan(none));
     let sanitize = fx::admin_effects(None, fx::opcode::SANITIZE);
@@ -680,7 +680,7 @@ fn command_effects_format_freezes_and_rescans() {
     // Security Receive claiming CSE, and Get Log Page with CSE but a relaxation bit.
     log[4 * 0x82..4 * 0x82 + 4].copy_from_slice(&(fx::CSUPP | 1 << 16).to_le_bytes());
     log[8..12].copy_from_slice(&(fx::CSUPP | 1 << 16 | 1 << 14).to_le_bytes());
-    let log = AdminEffects::parse(&log).unwrap();
+    let log = EffectsLog::parse(&log).unwrap();
     let vendor = fx::admin_effects(Some(&log), 0xc0);
     assert!(fx::needs_freeze(vendor) && fx::needs_rescan(vendor));
     assert!(!fx::needs_freeze(fx::admin_effects(Some(&log), 0x82)));
@@ -688,7 +688,7 @@ fn command_effects_format_freezes_and_rescans() {
         Some(&log),
         admin_opcode::GET_LOG_PAGE
     )));
-    assert!(AdminEffects::parse(&[0u8; 1000]).is_none());
+    assert!(EffectsLog::parse(&[0u8; 1000]).is_none());
 }
 
 /// DMRSL, DMRL and WZSL (issue 12 item 8) from QEMU's NVM Identify Controller layout.
@@ -1050,4 +1050,60 @@ mod quirks {
         );
         assert_eq!(find_override(b"1:1:nope-1:1:bogus_nid", 1, 1), None);
     }
+}
+
+/// Passthrough access (issue 16 item 1), as C's `nvme_cmd_allowed`: reads open to anyone
+/// who opened the device when the effects log lists them, writes and block-changing
+/// commands only through a file opened for writing, partitions and vendor commands
+/// privileged, Identify of the I/O-building CNS values open, driver-managed features closed.
+#[test]
+fn passthrough_access_as_c() {
+    use crate::spec::access::{access, Access, Target};
+    use crate::spec::effects::{self as fx, EffectsLog};
+    let mut log = [0u8; fx::LOG_CMD_EFFECTS_SIZE];
+    // QEMU's: Read, Flush supported; Write, Write Zeroes supported and change blocks;
+    // Compare (05h) with a namespace-capability effect.
+    let io = |log: &mut [u8], opc: usize, v: u32| {
+        log[1024 + 4 * opc..1024 + 4 * opc + 4].copy_from_slice(&v.to_le_bytes())
+    };
+    io(&mut log, 0x02, fx::CSUPP);
+    io(&mut log, 0x00, fx::CSUPP);
+    io(&mut log, 0x01, fx::CSUPP | fx::LBCC);
+    io(&mut log, 0x08, fx::CSUPP | fx::LBCC | 1 << 16);
+    io(&mut log, 0x05, fx::CSUPP | fx::NCC);
+    let log = EffectsLog::parse(&log).unwrap();
+    let ns = |opc: u8, log: Option<&EffectsLog>, partition| Target::Namespace {
+        effects: fx::io_effects(log, opc),
+        partition,
+    };
+    let l = Some(&log);
+    assert_eq!(access(0x02, 0, ns(0x02, l, false), false), Access::Open);
+    assert_eq!(access(0x00, 0, ns(0x00, l, false), false), Access::Open);
+    assert_eq!(access(0x01, 0, ns(0x01, l, false), false), Access::Admin);
+    assert_eq!(access(0x01, 0, ns(0x01, l, false), true), Access::Open);
+    // CSE is dropped for I/O commands; LBCC alone needs a writable file.
+    assert_eq!(access(0x08, 0, ns(0x08, l, false), true), Access::Open);
+    assert_eq!(access(0x08, 0, ns(0x08, l, false), false), Access::Admin);
+    assert_eq!(access(0x05, 0, ns(0x05, l, false), true), Access::Admin);
+    // Not in the log, no log at all, a partition, a vendor opcode: privileged.
+    assert_eq!(access(0x09, 0, ns(0x09, l, false), true), Access::Admin);
+    assert_eq!(access(0x02, 0, ns(0x02, None, false), true), Access::Admin);
+    assert_eq!(access(0x02, 0, ns(0x02, l, true), true), Access::Admin);
+    assert_eq!(access(0x81, 0, ns(0x81, l, false), true), Access::Admin);
+    assert_eq!(fx::io_effects(None, 0x01), fx::LBCC);
+    // Admin: Identify by CNS, Set Features by feature.
+    let c = Target::Controller;
+    for cns in [0u32, 1, 5, 6, 8] {
+        assert_eq!(access(0x06, cns, c, false), Access::Open, "cns {cns}");
+    }
+    for cns in [2u32, 3, 0x10, 0x12] {
+        assert_eq!(access(0x06, cns, c, true), Access::Admin, "cns {cns}");
+    }
+    for fid in [0x07u32, 0x0c, 0x0d, 0x0f, 0x16, 0x8000_0007] {
+        assert_eq!(access(0x09, fid, c, true), Access::Never, "fid {fid:#x}");
+    }
+    assert_eq!(access(0x09, 0x04, c, true), Access::Admin);
+    assert_eq!(access(0x02, 0, c, true), Access::Admin);
+    assert_eq!(access(0x80, 0, c, true), Access::Admin);
+    assert_eq!(access(0x7f, 0, c, true), Access::Admin);
 }

@@ -339,10 +339,10 @@ def order_key(wl):
     m = re.match(r"sweep-(qd|bs)-(\d+)(k?)", wl)
     if m:
         return (1 if m.group(1) == "qd" else 2, 0, int(m.group(2)))
-    m = re.match(r"(perftest|dd)-(\d+)k(?:-(\d+))?$", wl)
+    m = re.match(r"(perftest|dd|passthru)-(\d+)k(?:-(\d+))?$", wl)
     if m:
-        return (3, int(m.group(2)), int(m.group(3) or 0))
-    return (4, 0, 0)
+        return (4 if m.group(1) == "passthru" else 3, int(m.group(2)), int(m.group(3) or 0))
+    return (5, 0, 0)
 
 
 def fmt_num(v, metric):

@@ -239,7 +239,7 @@ impl Operations for NvmeBlk {
         let status = rq.status();
         let result = u64::from(rq.result());
         if !status.is_success() {
-            (i32::from(status.0 & 0x7fff), result)
+            (crate::passthru::status_ret(status), result)
         } else if !ok {
             (EIO.to_errno(), result)
         } else {
@@ -247,8 +247,8 @@ impl Operations for NvmeBlk {
         }
     }
 
-    fn ioctl(p: &DiskLink, writable: bool, cmd: u32, arg: usize) -> Result<isize> {
-        ioctl::disk_ioctl(p, writable, cmd, arg)
+    fn ioctl(p: &DiskLink, writable: bool, partition: bool, cmd: u32, arg: usize) -> Result<isize> {
+        ioctl::disk_ioctl(p, writable, partition, cmd, arg)
     }
 
     const DISK_ATTRS: &'static [&'static CStr] = ioctl::DISK_ATTR_NAMES;

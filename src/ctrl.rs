@@ -35,7 +35,7 @@ use crate::{
     scan::active_namespaces,
     spec::{
         command::{cns, Command},
-        effects::{AdminEffects, LOG_CMD_EFFECTS, LOG_CMD_EFFECTS_SIZE, LPA_CMD_EFFECTS},
+        effects::{EffectsLog, LOG_CMD_EFFECTS, LOG_CMD_EFFECTS_SIZE, LPA_CMD_EFFECTS},
         identify::{IdentifyController, IdentifyControllerNvm},
         quirks::Quirks,
         regs::{self as r, Cap},
@@ -108,8 +108,8 @@ pub(crate) struct Shared<'b> {
     pub(crate) disks: Mutex<Option<TagSet<'b, NvmeBlk>>>,
     pub(crate) hw: Arc<Hw<'b>>,
     pub(crate) id: IdentifyController,
-    /// The admin half of the Commands Supported and Effects log, if the controller has it.
-    pub(crate) effects: Option<KBox<AdminEffects>>,
+    /// The Commands Supported and Effects log, if the controller has it.
+    pub(crate) effects: Option<KBox<EffectsLog>>,
     /// NVM command set limits (Write Zeroes, Dataset Management), if the controller says.
     pub(crate) nvm: Option<IdentifyControllerNvm>,
     /// Given to each disk, for its ioctls.
@@ -466,9 +466,9 @@ fn identify(hw: &Hw<'_>, irq: &Option<IrqSet<'_, QueueIrq<'_>>>) -> Result<Ident
     Ok(id)
 }
 
-/// The Commands Supported and Effects log's admin half; `None` (the mandatory effects only)
-/// if it cannot be read.
-fn read_effects(hw: &Hw<'_>) -> Option<KBox<AdminEffects>> {
+/// The Commands Supported and Effects log (admin and NVM command set halves); `None` (the
+/// mandatory effects only, no I/O command known to be supported) if it cannot be read.
+fn read_effects(hw: &Hw<'_>) -> Option<KBox<EffectsLog>> {
     let dwords = (LOG_CMD_EFFECTS_SIZE / 4) as u32;
     let data = hw
         .admin_read(
@@ -476,7 +476,7 @@ fn read_effects(hw: &Hw<'_>) -> Option<KBox<AdminEffects>> {
             "Get Log Page (Commands Supported and Effects)",
         )
         .ok()?;
-    KBox::new(AdminEffects::parse(&data)?, GFP_KERNEL).ok()
+    KBox::new(EffectsLog::parse(&data)?, GFP_KERNEL).ok()
 }
 
 /// The NVM command set's Identify Controller data. As the C driver: asked of every

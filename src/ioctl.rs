@@ -6,44 +6,30 @@
 //! Everything here reaches the controller through its [`CtrlLink`] lease: after unbind, an
 //! open file or block device gets `ENODEV` instead of touching freed memory.
 //!
-//! - Admin commands (`NVME_IOCTL_ADMIN_CMD`, `ADMIN64_CMD`) run on the admin queue with the
-//!   user's data copied through a DMA buffer of the driver's own (at most `ns::max_transfer`);
-//!   a timeout resets the controller, as the C driver does, since only a disabled controller
-//!   is sure to have stopped writing into that buffer.
-//! - I/O commands (`NVME_IOCTL_IO_CMD`, `IO64_CMD`, `SUBMIT_IO`) go through blk-mq as
-//!   driver-private requests on the namespace's queues: same tags, timeouts, aborts and
-//!   resets as block I/O, user memory pinned by the block layer.
-//! - `CAP_SYS_ADMIN` is needed for passthrough, reset and rescan, as in the C driver.
-//!   `SUBMIT_IO` needs none for reads, and a block device opened for writing for writes.
+//! The passthrough commands themselves are [`crate::passthru`]'s. `CAP_SYS_ADMIN` is needed
+//! for reset and rescan, as in the C driver.
 
 use crate::{
-    admin::CmdError,
     ctrl::Shared,
     hw::State,
     kernel_ext::{
-        block::mq::PrivateIo,
-        chardev::{capable_sys_admin, CharDevOps},
+        chardev::CharDevOps,
         lease::Lease,
         sysfs::SysfsBuf,
-        uring_cmd::{issue, Queued, UringCmd, CMD_FIXED},
+        uring_cmd::{Queued, UringCmd},
     },
-    params,
+    passthru::{self, require_admin, Caller},
     spec::{
         identify::AsciiField,
         ns_ids::NsIds,
-        passthru::{self as pt, Direction, Layout, PassthruCmd, UserIo},
-        prp,
+        passthru::{self as pt, Layout},
     },
 };
 use core::fmt::Write;
 use kernel::{
-    dma::Coherent,
-    io::io_write,
-    page::PAGE_SIZE,
     prelude::*,
     sync::{Arc, LockClassKey},
     types::ForLt,
-    uaccess::{UserPtr, UserSlice},
 };
 
 /// What open files, disks and queued work hold of a controller: its shared state, borrowed
@@ -130,9 +116,18 @@ impl CharDevOps for CtrlChar {
     const ATTRS: &'static [&'static CStr] = ATTR_NAMES;
     const STORE_ATTRS: &'static [&'static CStr] = STORE_ATTR_NAMES;
 
-    fn ioctl(link: &CtrlLink, cmd: u32, arg: usize, _writable: bool) -> Result<isize> {
-        link.with(|s| ctrl_ioctl(s, cmd, arg))
+    fn ioctl(link: &CtrlLink, cmd: u32, arg: usize, writable: bool) -> Result<isize> {
+        link.with(|s| ctrl_ioctl(s, cmd, arg, writable))
             .unwrap_or(Err(ENODEV))
+    }
+
+    fn uring_cmd(
+        link: &CtrlLink,
+        cmd: UringCmd,
+        issue_flags: u32,
+        writable: bool,
+    ) -> Result<Queued> {
+        passthru::ctrl_uring_cmd(link, cmd, issue_flags, writable)
     }
 
     fn lock_class() -> Pin<&'static LockClassKey> {
@@ -185,13 +180,17 @@ fn show_attr(s: &Shared<'_>, index: usize, out: &mut SysfsBuf<'_>) -> core::fmt:
     }
 }
 
-/// ioctls of `/dev/rnvme<N>`.
-fn ctrl_ioctl(s: &Shared<'_>, cmd: u32, arg: usize) -> Result<isize> {
+/// ioctls of `/dev/rnvme<N>`; `writable`: the file was opened for writing.
+fn ctrl_ioctl(s: &Shared<'_>, cmd: u32, arg: usize, writable: bool) -> Result<isize> {
+    let caller = Caller::chardev(writable);
     match cmd {
-        pt::NVME_IOCTL_ADMIN_CMD => admin_passthru(s, arg, Layout::Result32),
-        pt::NVME_IOCTL_ADMIN64_CMD => admin_passthru(s, arg, Layout::Result64),
-        pt::NVME_IOCTL_IO_CMD => io_passthru(s, None, arg, Layout::Result32),
-        pt::NVME_IOCTL_IO64_CMD => io_passthru(s, None, arg, Layout::Result64),
+        pt::NVME_IOCTL_ADMIN_CMD => passthru::admin_ioctl(s, arg, Layout::Result32, caller),
+        pt::NVME_IOCTL_ADMIN64_CMD => passthru::admin_ioctl(s, arg, Layout::Result64, caller),
+        // As C's, I/O commands on the controller's device name their namespace.
+        pt::NVME_IOCTL_IO_CMD => passthru::io_ioctl(s, None, arg, Layout::Result32, caller, false),
+        pt::NVME_IOCTL_IO64_CMD => {
+            passthru::io_ioctl(s, None, arg, Layout::Result64, caller, false)
+        }
         pt::NVME_IOCTL_RESET => {
             require_admin()?;
             s.reset("reset requested by user space").map(|()| 0)
@@ -221,285 +220,53 @@ impl CharDevOps for NsChar {
     const ATTRS: &'static [&'static CStr] = &[];
 
     fn ioctl(link: &NsLink, cmd: u32, arg: usize, writable: bool) -> Result<isize> {
-        ns_ioctl(&link.ctrl, link.nsid, writable, cmd, arg)
+        ns_ioctl(&link.ctrl, link.nsid, Caller::chardev(writable), cmd, arg)
     }
 
     fn show(_link: &NsLink, _index: usize, _out: &mut SysfsBuf<'_>) -> core::fmt::Result {
         Err(core::fmt::Error)
     }
 
-    fn uring_cmd(
-        link: &NsLink,
-        cmd: UringCmd,
-        issue_flags: u32,
-        _writable: bool,
-    ) -> Result<Queued> {
-        ns_uring_cmd(&link.ctrl, link.nsid, cmd, issue_flags)
+    fn uring_cmd(link: &NsLink, cmd: UringCmd, issue_flags: u32, writable: bool) -> Result<Queued> {
+        passthru::ns_uring_cmd(&link.ctrl, link.nsid, cmd, issue_flags, writable)
     }
+
+    const IOPOLL: bool = true;
 
     fn lock_class() -> Pin<&'static LockClassKey> {
         kernel::static_lock_class!()
     }
 }
 
-/// Most iovecs one vectored command may have (the kernel's `UIO_MAXIOV`).
-const UIO_MAXIOV: u32 = 1024;
-
-/// io_uring passthrough of an I/O command on namespace `nsid` (`NVME_URING_CMD_IO`, and
-/// `_IO_VEC` with a vector of buffers), as C's
-/// `nvme_uring_cmd_io`: the command comes from the 128-byte SQE, runs on the namespace's
-/// queues without the submitter waiting, and completes with its NVMe status (or a negative
-/// errno) and its result in a 32-byte CQE. Needs `CAP_SYS_ADMIN`, as the ioctls.
-fn ns_uring_cmd(ctrl: &CtrlLink, nsid: u32, cmd: UringCmd, issue_flags: u32) -> Result<Queued> {
-    // As C (`nvme_uring_cmd_checks`): a big SQE for the command, a big CQE for the result.
-    let both = issue::SQE128 | issue::CQE32;
-    if issue_flags & both != both {
-        return Err(EOPNOTSUPP);
-    }
-    let vec = match cmd.cmd_op() {
-        pt::NVME_URING_CMD_IO => false,
-        // `addr` points to an array of `data_len` iovecs.
-        pt::NVME_URING_CMD_IO_VEC => true,
-        // As C: admin commands are the controller device's.
-        pt::NVME_URING_CMD_ADMIN => return Err(ENOTTY),
-        _ => return Err(ENOTTY),
+/// ioctls of a namespace's block device (`partition`: of one of its partitions).
+pub(crate) fn disk_ioctl(
+    p: &DiskLink,
+    writable: bool,
+    partition: bool,
+    cmd: u32,
+    arg: usize,
+) -> Result<isize> {
+    let caller = Caller {
+        writable,
+        partition,
     };
-    require_admin()?;
-    // Registered buffers are not taken yet.
-    if cmd.flags() & CMD_FIXED != 0 {
-        return Err(EOPNOTSUPP);
-    }
-    let raw = cmd.sqe128_cmd(issue_flags).ok_or(EOPNOTSUPP)?;
-    let c = PassthruCmd::parse(&raw[..pt::URING_CMD_SIZE]).ok_or(EINVAL)?;
-    // As C (`nvme_validate_passthru_nsid`): the command is for this namespace.
-    if c.nsid != nsid {
-        return Err(EINVAL);
-    }
-    ctrl.with(|s| {
-        // A vector's total is checked against the queue limits when it is mapped; its
-        // count against the kernel's (UIO_MAXIOV).
-        let limit = if vec { UIO_MAXIOV } else { s.max_data() };
-        c.validate(limit).map_err(|_| EINVAL)?;
-        let command = c.command();
-        let disks = s.disks.lock();
-        let ts = disks.as_ref().ok_or(ENODEV)?;
-        let disk = ts.find_disk(|ns| ns.nsid() == nsid).ok_or(ENODEV)?;
-        let nowait = issue_flags & issue::NONBLOCK != 0;
-        cmd.queue_with(|ctx| {
-            // SAFETY: `ctx` is the command `queue_with` queued, handed over once.
-            unsafe {
-                disk.submit_private_uring(
-                    ctx,
-                    PrivateIo {
-                        to_device: c.direction() == Direction::ToDevice,
-                        addr: c.addr as usize,
-                        len: c.data_len,
-                        timeout_ms: c.timeout_ms,
-                        nowait,
-                        vec,
-                    },
-                    |rq| rq.set_passthru(&command),
-                )
-            }
-        })
-    })
-    .unwrap_or(Err(ENODEV))
+    ns_ioctl(&p.ctrl, p.nsid, caller, cmd, arg)
 }
 
-/// ioctls of a namespace's block device.
-pub(crate) fn disk_ioctl(p: &DiskLink, writable: bool, cmd: u32, arg: usize) -> Result<isize> {
-    ns_ioctl(&p.ctrl, p.nsid, writable, cmd, arg)
-}
-
-/// ioctls of namespace `nsid` (its block device or its generic device; `writable`: opened
-/// for writing), as C's `nvme_ns_ioctl`.
-fn ns_ioctl(ctrl: &CtrlLink, nsid: u32, writable: bool, cmd: u32, arg: usize) -> Result<isize> {
+/// ioctls of namespace `nsid` (its block device or its generic device), as C's
+/// `nvme_ns_ioctl` (and admin commands as the controller's device's).
+fn ns_ioctl(ctrl: &CtrlLink, nsid: u32, caller: Caller, cmd: u32, arg: usize) -> Result<isize> {
+    use passthru::{admin_ioctl, io_ioctl};
+    let (r32, r64) = (Layout::Result32, Layout::Result64);
     ctrl.with(|s| match cmd {
         pt::NVME_IOCTL_ID => Ok(nsid as isize),
-        pt::NVME_IOCTL_ADMIN_CMD => admin_passthru(s, arg, Layout::Result32),
-        pt::NVME_IOCTL_ADMIN64_CMD => admin_passthru(s, arg, Layout::Result64),
-        pt::NVME_IOCTL_IO_CMD => io_passthru(s, Some(nsid), arg, Layout::Result32),
-        pt::NVME_IOCTL_IO64_CMD => io_passthru(s, Some(nsid), arg, Layout::Result64),
-        pt::NVME_IOCTL_SUBMIT_IO => submit_io(s, nsid, writable, arg),
+        pt::NVME_IOCTL_ADMIN_CMD => admin_ioctl(s, arg, r32, caller),
+        pt::NVME_IOCTL_ADMIN64_CMD => admin_ioctl(s, arg, r64, caller),
+        pt::NVME_IOCTL_IO_CMD => io_ioctl(s, Some(nsid), arg, r32, caller, false),
+        pt::NVME_IOCTL_IO64_CMD => io_ioctl(s, Some(nsid), arg, r64, caller, false),
+        pt::NVME_IOCTL_IO64_CMD_VEC => io_ioctl(s, Some(nsid), arg, r64, caller, true),
+        pt::NVME_IOCTL_SUBMIT_IO => passthru::submit_io(s, nsid, caller, arg),
         _ => Err(ENOTTY),
     })
     .unwrap_or(Err(ENODEV))
-}
-
-fn require_admin() -> Result {
-    if capable_sys_admin() {
-        Ok(())
-    } else {
-        Err(EACCES)
-    }
-}
-
-/// Copies the user's passthrough structure in and checks it.
-fn read_cmd(arg: usize, layout: Layout, max_data: u32) -> Result<PassthruCmd> {
-    let mut raw = [0u8; pt::PASSTHRU64_SIZE];
-    let size = layout.size();
-    UserSlice::new(UserPtr::from_addr(arg), size)
-        .reader()
-        .read_slice(&mut raw[..size])?;
-    let c = PassthruCmd::parse(&raw[..size]).ok_or(EINVAL)?;
-    c.validate(max_data).map_err(|e| {
-        pr_debug!("rnvme: passthrough refused: {}\n", e.as_str());
-        EINVAL
-    })?;
-    Ok(c)
-}
-
-/// Writes the command's result dword(s) back into the user's structure.
-fn write_result(arg: usize, layout: Layout, result: u64) -> Result {
-    let (off, len) = layout.result_field();
-    let mut w = UserSlice::new(UserPtr::from_addr(arg).wrapping_byte_add(off), len).writer();
-    match layout {
-        Layout::Result32 => w.write_slice(&(result as u32).to_ne_bytes()),
-        Layout::Result64 => w.write_slice(&result.to_ne_bytes()),
-    }
-}
-
-/// An NVMe status (without the phase bit) as the ioctl's return value, as the C driver.
-fn status_ret(st: crate::spec::completion::Status) -> isize {
-    (st.0 & 0x7fff) as isize
-}
-
-/// `NVME_IOCTL_ADMIN_CMD` / `ADMIN64_CMD`.
-fn admin_passthru(s: &Shared<'_>, arg: usize, layout: Layout) -> Result<isize> {
-    require_admin()?;
-    let c = read_cmd(arg, layout, s.max_data())?;
-    let len = c.data_len as usize;
-    let dev = s.hw.dev();
-    // The data buffer, whole pages: PRP entries address pages.
-    let buf = if len > 0 {
-        let alloc = len.div_ceil(PAGE_SIZE) * PAGE_SIZE;
-        let mut data = KVec::from_elem(0u8, alloc, GFP_KERNEL)?;
-        if c.direction() == Direction::ToDevice {
-            UserSlice::new(UserPtr::from_addr(c.addr as usize), len)
-                .reader()
-                .read_slice(&mut data[..len])?;
-        }
-        Some(Coherent::from_slice(dev, &data, GFP_KERNEL)?)
-    } else {
-        None
-    };
-    // A PRP list for transfers of more than two pages.
-    let pages = len.div_ceil(PAGE_SIZE);
-    let list = if pages > 2 {
-        Some(Coherent::<u64>::zeroed_slice(dev, pages - 1, GFP_KERNEL)?)
-    } else {
-        None
-    };
-    let mut cmd = c.command();
-    if let Some(b) = &buf {
-        let list_dma = list.as_ref().map_or(0, |l| l.dma_address());
-        let mut put_err = false;
-        let p = prp::build(
-            core::iter::once((b.dma_address(), c.data_len)),
-            PAGE_SIZE as u64,
-            pages.saturating_sub(1),
-            list_dma,
-            |i, addr| {
-                put_err |= match &list {
-                    Some(l) => list_put(l, i, addr).is_err(),
-                    // Two pages have no list: the second page, passed here as entry 0, is
-                    // PRP2 itself. (More would need a list: `pages > 2` made one.)
-                    None => i != 0,
-                }
-            },
-        )
-        .map_err(|_| EINVAL)?;
-        if put_err {
-            return Err(EINVAL);
-        }
-        cmd = cmd.with_prp(p.prp1, p.prp2);
-    }
-    let timeout = match c.timeout_ms {
-        0 => params::admin_timeout_ms(),
-        t => t,
-    };
-    let (status, result) = match s.with_effects(c.opcode, || s.hw.admin.execute_user(cmd, timeout))
-    {
-        Ok(cqe) => (0, cqe.result),
-        Err(CmdError::Status(st)) => (status_ret(st), 0),
-        Err(CmdError::Timeout) => {
-            dev_warn!(
-                dev,
-                "rnvme{}: admin passthrough opcode {:#04x} timed out after {} ms\n",
-                s.hw.instance,
-                c.opcode,
-                timeout
-            );
-            // The controller may still use `buf`: stop it (by a reset) before it is freed.
-            let _ = s.reset("admin passthrough timeout");
-            return Err(ETIMEDOUT);
-        }
-        Err(CmdError::Reset) => return Err(EINTR),
-        Err(CmdError::Removed) => {
-            // The controller may still write into them until removal stops it.
-            s.hw.admin.park((buf, list));
-            return Err(ENODEV);
-        }
-        Err(CmdError::Kernel(e)) => return Err(e),
-    };
-    if status == 0 && c.direction() == Direction::FromDevice {
-        if let Some(b) = &buf {
-            UserSlice::new(UserPtr::from_addr(c.addr as usize), len)
-                .writer()
-                .write_dma(b, 0, len)?;
-        }
-    }
-    write_result(arg, layout, u64::from(result))?;
-    Ok(status)
-}
-
-/// Writes entry `i` of a PRP list.
-fn list_put(list: &Coherent<[u64]>, i: usize, addr: u64) -> Result {
-    io_write!(list, [try: i], addr.to_le());
-    Ok(())
-}
-
-/// `NVME_IOCTL_IO_CMD` / `IO64_CMD`: on the disk's namespace (`nsid`), or on the
-/// namespace the command names (the character device).
-fn io_passthru(s: &Shared<'_>, nsid: Option<u32>, arg: usize, layout: Layout) -> Result<isize> {
-    require_admin()?;
-    // Checked before the block layer pins or bounces the user's buffer.
-    let c = read_cmd(arg, layout, s.max_data())?;
-    let (status, result) = run_io(s, nsid.unwrap_or(c.nsid), &c)?;
-    write_result(arg, layout, u64::from(result))?;
-    Ok(status)
-}
-
-/// `NVME_IOCTL_SUBMIT_IO`: a read or write of the disk's namespace.
-fn submit_io(s: &Shared<'_>, nsid: u32, writable: bool, arg: usize) -> Result<isize> {
-    let mut raw = [0u8; pt::USER_IO_SIZE];
-    UserSlice::new(UserPtr::from_addr(arg), raw.len())
-        .reader()
-        .read_slice(&mut raw)?;
-    let io = UserIo::parse(&raw).ok_or(EINVAL)?;
-    let lba_shift = s.lba_shift(nsid).ok_or(ENODEV)?;
-    let c = io.to_passthru(nsid, lba_shift).map_err(|_| EINVAL)?;
-    c.validate(s.max_data()).map_err(|_| EINVAL)?;
-    if c.direction() == Direction::ToDevice && !writable && !capable_sys_admin() {
-        return Err(EBADF);
-    }
-    run_io(s, nsid, &c).map(|(status, _)| status)
-}
-
-/// Runs an I/O command on namespace `nsid`'s queues; returns (ioctl status, result).
-fn run_io(s: &Shared<'_>, nsid: u32, c: &PassthruCmd) -> Result<(isize, u32)> {
-    let mut cmd = c.command();
-    cmd.dw[1] = nsid;
-    let disks = s.disks.lock();
-    let ts = disks.as_ref().ok_or(ENODEV)?;
-    let disk = ts.find_disk(|ns| ns.nsid() == nsid).ok_or(EINVAL)?;
-    let (status, result) = disk.execute_private(
-        c.direction() == Direction::ToDevice,
-        c.addr as usize,
-        c.data_len,
-        c.timeout_ms,
-        |rq| rq.set_passthru(&cmd),
-        |rq| (rq.status(), rq.result()),
-    )?;
-    Ok((status_ret(status), result))
 }

@@ -83,6 +83,8 @@ dev() {
 	nT | nS) echo /dev/nullfs ;;
 	esac
 }
+# generic DRIVER: the generic character device of the driver's first namespace disk.
+generic() { dev $1 | sed 's|^/dev/nvme|/dev/ng|; s|^/dev/rnvme|/dev/rng|'; }
 name() { case $1 in c) echo nvme ;; r) echo rnvme ;; n) echo null_blk ;; esac; }
 
 busy_total() {
@@ -216,6 +218,16 @@ while [ $rep -le "$REPS" ]; do
 		done
 		for d in $(order $rep); do
 			case $size in 4k) dd_run dd-$size $d $rep 4k 16384 ;; *) dd_run dd-$size $d $rep $size 2048 ;; esac
+		done
+	done
+	# The same reads as NVMe passthrough through io_uring, on the generic devices (no
+	# null_blk: it has no NVMe passthrough).
+	for size in $PERF_SIZES; do
+		for n in $PERF_N; do
+			for d in $(order $rep); do
+				[ $d = n ] && continue
+				fio_run passthru-$size-$n $d $rep passthru.fio DEV="$(generic $d)" BS=$size N=$n
+			done
 		done
 	done
 	# The CPU-bound case of the FreeBSD and DragonFly reports: 512-byte random reads, 32

@@ -317,7 +317,10 @@ static void check(const char *chr, const char *blk)
 	else
 		fail("io_lba_out_of_range_status", "returned %#lx", r);
 
-	/* Without CAP_SYS_ADMIN: passthrough, reset and rescan are refused; ID still works. */
+	/* Without CAP_SYS_ADMIN: privileged passthrough (an admin command other than the
+	 * Identify data needed to build I/O commands, an I/O command the effects log does not
+	 * list), reset and rescan are refused; Identify Controller and ID still work (C's
+	 * nvme_cmd_allowed). */
 	{
 		struct __user_cap_header_struct h = { _LINUX_CAPABILITY_VERSION_3, 0 };
 		struct __user_cap_data_struct d[2];
@@ -328,10 +331,16 @@ static void check(const char *chr, const char *blk)
 			fail("drop_cap_sys_admin", "capset: %s", strerror(errno));
 		} else {
 			c = identify(buf, 1, 0);
-			expect("admin_needs_cap_sys_admin",
-			       xioctl(cfd, NVME_IOCTL_ADMIN_CMD, &c), -EACCES);
+			expect("identify_needs_no_capability",
+			       xioctl(cfd, NVME_IOCTL_ADMIN_CMD, &c), 0);
+			/* As an I/O command (06h: none the effects log lists), for the disk's
+			 * namespace (another one is EINVAL first, as in C). */
+			c.nsid = (uint32_t)xioctl(bfd, NVME_IOCTL_ID, NULL);
 			expect("io_cmd_needs_cap_sys_admin",
 			       xioctl(bfd, NVME_IOCTL_IO_CMD, &c), -EACCES);
+			c = identify(buf, 2, 0); /* the active namespace list */
+			expect("admin_needs_cap_sys_admin",
+			       xioctl(cfd, NVME_IOCTL_ADMIN_CMD, &c), -EACCES);
 			expect("reset_needs_cap_sys_admin",
 			       xioctl(cfd, NVME_IOCTL_RESET, NULL), -EACCES);
 			expect("rescan_needs_cap_sys_admin",

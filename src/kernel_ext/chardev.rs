@@ -12,7 +12,7 @@
 use super::{
     device_raw,
     sysfs::{AttrGroup, SysfsBuf},
-    uring_cmd::{Queued, UringCmd},
+    uring_cmd::{self, Queued, UringCmd},
 };
 use kernel::{
     bindings,
@@ -47,6 +47,11 @@ pub(crate) trait CharDevOps: 'static {
     ) -> Result<Queued> {
         Err(ENOTTY)
     }
+    /// Whether io_uring may poll the device's commands (`uring_cmd_iopoll`): on a polled
+    /// ring, [`Self::uring_cmd`] is then handed [`uring_cmd::issue::IOPOLL`] and must put
+    /// the command's request on a polled queue. Without it such a ring completes the
+    /// commands by interrupt.
+    const IOPOLL: bool = false;
     /// Names of the write-only sysfs attributes (mode 0200, as C's `S_IWUSR` controls),
     /// handled by [`Self::store`] by index.
     const STORE_ATTRS: &'static [&'static CStr] = &[];
@@ -138,6 +143,11 @@ impl<T: CharDevOps> CharDev<T> {
         // The passthrough structures have the same layout for 32-bit callers.
         compat_ioctl: Some(Self::ioctl),
         uring_cmd: Some(Self::uring_cmd),
+        uring_cmd_iopoll: if T::IOPOLL {
+            Some(Self::uring_cmd_iopoll)
+        } else {
+            None
+        },
         ..pin_init::zeroed()
     };
 
@@ -215,6 +225,20 @@ impl<T: CharDevOps> CharDev<T> {
             Ok(_) => -(bindings::EIOCBQUEUED as c_int),
             Err(e) => e.to_errno(),
         }
+    }
+
+    /// # Safety
+    ///
+    /// Called by io_uring for a command [`Self::uring_cmd`] queued on a polled ring, until
+    /// it completes.
+    unsafe extern "C" fn uring_cmd_iopoll(
+        ioucmd: *mut bindings::io_uring_cmd,
+        iob: *mut bindings::io_comp_batch,
+        poll_flags: c_uint,
+    ) -> c_int {
+        // SAFETY: See the function's safety section: the command was queued through
+        // `UringCmd::queue_with` (the only way `uring_cmd` succeeds), which set its pdu.
+        unsafe { uring_cmd::iopoll(ioucmd.cast(), iob, poll_flags) }
     }
 
     /// # Safety

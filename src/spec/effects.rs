@@ -33,6 +33,10 @@ pub(crate) const CCC: u32 = 1 << 4;
 pub(crate) const CSER_MASK: u32 = 3 << 14;
 /// Command Submission and Execution: bits 18:16, non-zero when other commands must wait.
 pub(crate) const CSE_MASK: u32 = 7 << 16;
+/// UUID Selection Supported.
+pub(crate) const UUID_SEL: u32 = 1 << 19;
+/// Command Scope (bits 31:20): what the command may affect (namespace, controller, ...).
+pub(crate) const SCOPE_MASK: u32 = 0xfff << 20;
 
 /// Admin opcodes whose effects the host must assume (the spec's mandatory ones).
 pub(crate) mod opcode {
@@ -53,35 +57,72 @@ pub(crate) fn known_admin_effects(opc: u8) -> u32 {
     }
 }
 
-/// The admin half of the log page.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct AdminEffects([u32; 256]);
+/// NVM command set opcodes whose effects the host must assume.
+pub(crate) mod io_opcode {
+    pub(crate) const WRITE: u8 = 0x01;
+    pub(crate) const WRITE_UNCORRECTABLE: u8 = 0x04;
+    pub(crate) const WRITE_ZEROES: u8 = 0x08;
+}
 
-impl AdminEffects {
-    /// Parses the log page (at least its first 1024 bytes).
+/// The effects every host must assume for NVM command `opc` (they change the logical
+/// blocks' contents), whatever the log says.
+pub(crate) fn known_io_effects(opc: u8) -> u32 {
+    match opc {
+        io_opcode::WRITE | io_opcode::WRITE_UNCORRECTABLE | io_opcode::WRITE_ZEROES => LBCC,
+        _ => 0,
+    }
+}
+
+/// The log page: the admin half (Admin Command Supported) and the I/O half (I/O Command
+/// Supported, for the NVM command set).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct EffectsLog {
+    acs: [u32; 256],
+    iocs: [u32; 256],
+}
+
+impl EffectsLog {
+    /// Parses the log page (at least its first 2048 bytes).
     pub(crate) fn parse(b: &[u8]) -> Option<Self> {
-        if b.len() < 1024 {
+        if b.len() < 2048 {
             return None;
         }
         let mut acs = [0u32; 256];
+        let mut iocs = [0u32; 256];
         for (i, e) in acs.iter_mut().enumerate() {
             *e = le32(b, 4 * i);
         }
-        Some(Self(acs))
+        for (i, e) in iocs.iter_mut().enumerate() {
+            *e = le32(b, 1024 + 4 * i);
+        }
+        Some(Self { acs, iocs })
     }
 
-    /// What the controller reports for `opc`.
-    pub(crate) fn reported(&self, opc: u8) -> u32 {
-        self.0[usize::from(opc)]
+    /// What the controller reports for admin command `opc`.
+    pub(crate) fn admin(&self, opc: u8) -> u32 {
+        self.acs[usize::from(opc)]
     }
+
+    /// What the controller reports for I/O command `opc`.
+    pub(crate) fn io(&self, opc: u8) -> u32 {
+        self.iocs[usize::from(opc)]
+    }
+}
+
+/// The effects to act on for I/O command `opc`, as the C driver's (`nvme_command_effects`
+/// with a namespace): the controller's (if it has the log) and the known ones, without CSE
+/// (which would have an I/O command wait for the I/O queues to drain: itself included).
+/// Without the log no command is marked supported.
+pub(crate) fn io_effects(log: Option<&EffectsLog>, opc: u8) -> u32 {
+    (log.map_or(0, |l| l.io(opc)) | known_io_effects(opc)) & !CSE_MASK
 }
 
 /// The effects to act on for admin command `opc`: the controller's (if it has the log)
 /// and the mandatory ones, as the C driver. Security Receive's CSE is ignored (it concerns
 /// the admin queue only, which I/O freezing does not serialize), and so is any CSE with a
 /// relaxation bit set.
-pub(crate) fn admin_effects(log: Option<&AdminEffects>, opc: u8) -> u32 {
-    let mut e = log.map_or(0, |l| l.reported(opc)) | known_admin_effects(opc);
+pub(crate) fn admin_effects(log: Option<&EffectsLog>, opc: u8) -> u32 {
+    let mut e = log.map_or(0, |l| l.admin(opc)) | known_admin_effects(opc);
     if opc == opcode::SECURITY_RECEIVE || e & CSER_MASK != 0 {
         e &= !CSE_MASK;
     }

@@ -8,6 +8,7 @@
 //! never by casting a DMA buffer to a struct reference, so a hostile or broken device can at
 //! worst produce a parse error.
 
+pub(crate) mod access;
 pub(crate) mod command;
 pub(crate) mod completion;
 pub(crate) mod effects;

@@ -38,6 +38,9 @@ pub(crate) const NVME_IOCTL_ADMIN64_CMD: u32 =
     ioc(IOC_READ | IOC_WRITE, 0x47, PASSTHRU64_SIZE as u32);
 /// `NVME_IOCTL_IO64_CMD`: an I/O command, [`PassthruCmd`] with a 64-bit result.
 pub(crate) const NVME_IOCTL_IO64_CMD: u32 = ioc(IOC_READ | IOC_WRITE, 0x48, PASSTHRU64_SIZE as u32);
+/// `NVME_IOCTL_IO64_CMD_VEC`: the same with `addr` an array of `data_len` iovecs.
+pub(crate) const NVME_IOCTL_IO64_CMD_VEC: u32 =
+    ioc(IOC_READ | IOC_WRITE, 0x49, PASSTHRU64_SIZE as u32);
 
 /// `sizeof(struct nvme_passthru_cmd)` (= `struct nvme_admin_cmd`).
 pub(crate) const PASSTHRU_SIZE: usize = 72;
@@ -51,6 +54,9 @@ pub(crate) const NVME_URING_CMD_IO_VEC: u32 =
     ioc(IOC_READ | IOC_WRITE, 0x81, URING_CMD_SIZE as u32);
 /// `NVME_URING_CMD_ADMIN`: an admin command, through io_uring.
 pub(crate) const NVME_URING_CMD_ADMIN: u32 = ioc(IOC_READ | IOC_WRITE, 0x82, URING_CMD_SIZE as u32);
+/// `NVME_URING_CMD_ADMIN_VEC`: the same with a vector of buffers.
+pub(crate) const NVME_URING_CMD_ADMIN_VEC: u32 =
+    ioc(IOC_READ | IOC_WRITE, 0x83, URING_CMD_SIZE as u32);
 /// `sizeof(struct nvme_passthru_cmd64)`.
 pub(crate) const PASSTHRU64_SIZE: usize = 80;
 /// `sizeof(struct nvme_user_io)`.

@@ -45,13 +45,15 @@ mod completion;
 mod dma_map;
 mod gen_disk;
 mod operations;
+mod private;
 mod request;
 mod tag_set;
 
 pub(crate) use completion::CompletionBatch;
 pub(crate) use dma_map::{Mapping, MAX_SEGMENTS};
-pub(crate) use gen_disk::{DiskRef, Limits, NewDisk, PrivateIo};
+pub(crate) use gen_disk::{DiskRef, Limits, NewDisk};
 pub(crate) use operations::{Operations, Timeout};
+pub(crate) use private::{PrivateIo, UserData};
 pub(crate) use request::{Dispatched, Owned, ReqOp, Request};
 pub(crate) use tag_set::{QueueTags, TagSet, TagSetRef, Tags};
 

@@ -3,12 +3,11 @@
 //! A disk on a tag set: its `gendisk`, queue limits and block device operations (upstream:
 //! `kernel::block::mq::gen_disk`).
 
-use super::{dma_map::MAX_SEGMENTS, Operations, Request, TagSet};
+use super::{dma_map::MAX_SEGMENTS, Operations, TagSet};
 use crate::kernel_ext::{
     device_raw,
     sync::MemallocNoio,
     sysfs::{AttrGroup, SysfsBuf},
-    uring_cmd,
 };
 use core::{
     ffi::{c_int, c_uint, c_void},
@@ -192,8 +191,15 @@ impl<T: Operations> DiskOps<T> {
     ) -> c_int {
         // SAFETY: see the function's safety section; an open block device holds a
         // reference to its disk.
-        let p = unsafe { &*(*(*bdev).bd_disk).private_data.cast::<T::Private>() };
-        match T::ioctl(p, mode & BLK_OPEN_WRITE != 0, cmd, arg) {
+        let (p, partition) = unsafe {
+            let disk = (*bdev).bd_disk;
+            (
+                &*(*disk).private_data.cast::<T::Private>(),
+                // `bdev_is_partition` (inline): the whole disk is its `part0`.
+                (*disk).part0 != bdev,
+            )
+        };
+        match T::ioctl(p, mode & BLK_OPEN_WRITE != 0, partition, cmd, arg) {
             Ok(v) => v as c_int,
             Err(e) => e.to_errno(),
         }
@@ -280,207 +286,6 @@ impl<'s, 'a, T: Operations> DiskRef<'s, 'a, T> {
         unsafe { bindings::blk_mq_unfreeze_queue_nomemrestore(q) };
         ret
     }
-
-    /// Runs one driver-private request (`REQ_OP_DRV_OUT` if `to_device`, else `REQ_OP_DRV_IN`)
-    /// through the disk's queues and waits for it: `len` bytes of user memory at `addr` are its
-    /// data (pinned, or bounced when the block layer's alignment rules require), `timeout_ms`
-    /// its timeout (0: the tag set's). `prep` fills the driver's state before it is issued,
-    /// `done` reads it back after it ended. Upstream candidate.
-    ///
-    /// Fails with `EFAULT` for a bad user buffer, `EINVAL` when it exceeds the queue
-    /// limits, and the block layer's error if the request failed in the driver.
-    pub(crate) fn execute_private<R>(
-        &self,
-        to_device: bool,
-        addr: usize,
-        len: u32,
-        timeout_ms: u32,
-        prep: impl FnOnce(&T::Rq),
-        done: impl FnOnce(&T::Rq) -> R,
-    ) -> Result<R> {
-        let disk = self.disk.disk.as_ptr();
-        let op = if to_device {
-            bindings::req_op_REQ_OP_DRV_OUT
-        } else {
-            bindings::req_op_REQ_OP_DRV_IN
-        };
-        // SAFETY: the disk is added and alive (`self` borrows it), so is its queue.
-        let q = unsafe { (*disk).queue };
-        // SAFETY: `q` is a live request queue of our tag set.
-        let rq = kernel::error::from_err_ptr(unsafe { bindings::blk_mq_alloc_request(q, op, 0) })?;
-        // SAFETY: `rq` is a request we own until `blk_mq_free_request`.
-        let request = unsafe { Request::<T>::from_raw(rq) };
-        if timeout_ms != 0 {
-            let j = kernel::time::msecs_to_jiffies(timeout_ms);
-            // SAFETY: as above; not yet issued.
-            unsafe { (*rq).timeout = c_uint::try_from(j).unwrap_or(c_uint::MAX) };
-        }
-        prep(request.data());
-        let mut bio = core::ptr::null_mut();
-        if len > 0 {
-            // SAFETY: `rq` is ours and not issued; `blk_rq_map_user` checks the user range
-            // (access_ok) and copies or pins it.
-            let ret = unsafe {
-                bindings::blk_rq_map_user(
-                    q,
-                    rq,
-                    core::ptr::null_mut(),
-                    addr as *mut c_void,
-                    len as usize,
-                    bindings::GFP_KERNEL,
-                )
-            };
-            if ret != 0 {
-                // SAFETY: `rq` is ours and was never issued.
-                unsafe { bindings::blk_mq_free_request(rq) };
-                return Err(Error::from_errno(ret));
-            }
-            // The bio chain must be remembered for unmapping: the request's own pointer
-            // moves on as it completes.
-            // SAFETY: `rq` is ours.
-            bio = unsafe { (*rq).bio };
-        }
-        // SAFETY: `rq` is set up; this waits for it to end.
-        let status = unsafe { bindings::blk_execute_rq(rq, false) };
-        let r = done(request.data());
-        let unmapped = if bio.is_null() {
-            0
-        } else {
-            // SAFETY: `bio` is the chain `blk_rq_map_user` built for `rq`; copies bounced
-            // data back to user memory and unpins.
-            unsafe { bindings::blk_rq_unmap_user(bio) }
-        };
-        // SAFETY: `rq` ended and is ours; not used afterwards.
-        unsafe { bindings::blk_mq_free_request(rq) };
-        if status != 0 {
-            return Err(EIO);
-        }
-        if unmapped != 0 {
-            return Err(Error::from_errno(unmapped));
-        }
-        Ok(r)
-    }
-}
-
-impl<'s, 'a, T: Operations> DiskRef<'s, 'a, T> {
-    /// Starts one driver-private request as [`Self::execute_private`] runs one, for the
-    /// io_uring command `ctx` ([`uring_cmd::UringCmd::queue_with`]'s pointer), and returns
-    /// once it is issued. When it ends, [`Operations::private_outcome`] says how the
-    /// command completes, in its submitting task (which also undoes the user mapping).
-    /// `nowait`: `EAGAIN` instead of waiting for a free tag. Upstream candidate.
-    ///
-    /// # Safety
-    ///
-    /// `ctx` is a command queued by `queue_with`, handed to this function once.
-    pub(crate) unsafe fn submit_private_uring(
-        &self,
-        ctx: *mut c_void,
-        io: PrivateIo,
-        prep: impl FnOnce(&T::Rq),
-    ) -> Result {
-        let PrivateIo {
-            to_device,
-            addr,
-            len,
-            timeout_ms,
-            nowait,
-            vec,
-        } = io;
-        let disk = self.disk.disk.as_ptr();
-        let op = if to_device {
-            bindings::req_op_REQ_OP_DRV_OUT
-        } else {
-            bindings::req_op_REQ_OP_DRV_IN
-        };
-        let flags = if nowait {
-            bindings::BLK_MQ_REQ_NOWAIT
-        } else {
-            0
-        };
-        // SAFETY: the disk is added and alive (`self` borrows it), so is its queue.
-        let q = unsafe { (*disk).queue };
-        // SAFETY: `q` is a live request queue of our tag set.
-        let rq =
-            kernel::error::from_err_ptr(unsafe { bindings::blk_mq_alloc_request(q, op, flags) })?;
-        // SAFETY: `rq` is a request we own until it is issued.
-        let request = unsafe { Request::<T>::from_raw(rq) };
-        if timeout_ms != 0 {
-            let j = kernel::time::msecs_to_jiffies(timeout_ms);
-            // SAFETY: as above; not yet issued.
-            unsafe { (*rq).timeout = c_uint::try_from(j).unwrap_or(c_uint::MAX) };
-        }
-        prep(request.data());
-        if len > 0 {
-            // SAFETY: `rq` is ours and not issued; the user range is checked (access_ok)
-            // and pinned or bounced for the direction of `op`.
-            let ret = unsafe {
-                bindings::blk_rq_map_user_io(
-                    rq,
-                    core::ptr::null_mut(),
-                    addr as *mut c_void,
-                    len as usize,
-                    bindings::GFP_KERNEL,
-                    vec,
-                    0,
-                    false,
-                    c_int::from(to_device),
-                )
-            };
-            if ret != 0 {
-                // SAFETY: `rq` is ours and was never issued.
-                unsafe { bindings::blk_mq_free_request(rq) };
-                return Err(Error::from_errno(ret));
-            }
-            // SAFETY: `ctx` is queued and not completed (function's safety section); the
-            // chain is remembered for unmapping, the request's own pointer moves on.
-            unsafe { uring_cmd::set_bio(ctx, (*rq).bio) };
-        }
-        // SAFETY: `rq` is set up and ours; from here the block layer owns it and calls
-        // `uring_end` once, which frees it.
-        unsafe {
-            (*rq).end_io = Some(Self::uring_end);
-            (*rq).end_io_data = ctx;
-            bindings::blk_execute_rq_nowait(rq, false);
-        }
-        Ok(())
-    }
-
-    /// # Safety
-    ///
-    /// The end of a request [`Self::submit_private_uring`] started, called once by blk-mq.
-    unsafe extern "C" fn uring_end(
-        rq: *mut bindings::request,
-        err: bindings::blk_status_t,
-        _iob: *const bindings::io_comp_batch,
-    ) -> bindings::rq_end_io_ret {
-        // SAFETY: `rq` is our request, ended; its driver state is initialised.
-        let (ctx, outcome) = unsafe {
-            let request = Request::<T>::from_raw(rq);
-            (
-                (*rq).end_io_data,
-                T::private_outcome(request.data(), err == 0),
-            )
-        };
-        // SAFETY: `ctx` is the queued command this request was started for; it completes
-        // once, here.
-        unsafe { uring_cmd::complete(ctx, outcome.0, outcome.1) };
-        bindings::rq_end_io_ret_RQ_END_IO_FREE
-    }
-}
-
-/// A driver-private request's data and timing for [`DiskRef::submit_private_uring`].
-pub(crate) struct PrivateIo {
-    /// `REQ_OP_DRV_OUT` (else `REQ_OP_DRV_IN`).
-    pub(crate) to_device: bool,
-    /// `len` bytes of user memory at `addr` (none if `len` is 0).
-    pub(crate) addr: usize,
-    pub(crate) len: u32,
-    /// The request's timeout (0: the tag set's).
-    pub(crate) timeout_ms: u32,
-    /// `EAGAIN` instead of waiting for a tag.
-    pub(crate) nowait: bool,
-    /// `addr` is an array of `len` iovecs (else `len` bytes of memory).
-    pub(crate) vec: bool,
 }
 
 /// What [`TagSet::add_disk`] makes a disk of (upstream: `GenDiskBuilder`'s settings and

@@ -71,8 +71,15 @@ pub(crate) trait Operations: Sized + 'static {
         (if ok { 0 } else { EIO.to_errno() }, 0)
     }
     /// An ioctl on the disk's block device that the block layer does not handle itself;
-    /// `writable` says whether the device was opened for writing. Upstream candidate.
-    fn ioctl(p: &Self::Private, writable: bool, cmd: u32, arg: usize) -> Result<isize>;
+    /// `writable` says whether the device was opened for writing, `partition` whether it is
+    /// one of the disk's partitions. Upstream candidate.
+    fn ioctl(
+        p: &Self::Private,
+        writable: bool,
+        partition: bool,
+        cmd: u32,
+        arg: usize,
+    ) -> Result<isize>;
     /// Names of the disk's read-only sysfs attributes (`/sys/block/<disk>/<name>`). Upstream
     /// candidate.
     const DISK_ATTRS: &'static [&'static CStr] = &[];

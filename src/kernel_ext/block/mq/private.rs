@@ -1,0 +1,210 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Driver-private requests (`REQ_OP_DRV_IN`/`REQ_OP_DRV_OUT`) on a disk's queues, carrying
+//! user memory: how NVMe passthrough reaches a namespace with the same tags, timeouts,
+//! aborts and resets as block I/O. Run and waited for ([`DiskRef::execute_private`], the
+//! ioctls), or started for an io_uring command that completes later
+//! ([`DiskRef::submit_private_uring`]). Upstream candidate (C: `blk_rq_map_user_io`,
+//! `blk_execute_rq`, `blk_execute_rq_nowait` users in drivers).
+
+use super::{DiskRef, Operations, Request};
+use crate::kernel_ext::uring_cmd::{self, FixedBuf};
+use core::ffi::{c_int, c_uint, c_void};
+use kernel::{bindings, prelude::*};
+
+/// The user memory of a driver-private request.
+pub(crate) enum UserData<'b> {
+    /// No data.
+    None,
+    /// `len` bytes at `addr`.
+    Buf { addr: usize, len: u32 },
+    /// An array of `count` iovecs at `addr`.
+    Vec { addr: usize, count: u32 },
+    /// A buffer registered with io_uring, resolved by [`uring_cmd::UringCmd::import_fixed`].
+    Fixed(&'b mut FixedBuf),
+}
+
+/// A driver-private request's data and timing.
+pub(crate) struct PrivateIo<'b> {
+    /// `REQ_OP_DRV_OUT` (else `REQ_OP_DRV_IN`).
+    pub(crate) to_device: bool,
+    pub(crate) data: UserData<'b>,
+    /// The request's timeout (0: the tag set's).
+    pub(crate) timeout_ms: u32,
+    /// `EAGAIN` instead of waiting for a tag (`REQ_NOWAIT`).
+    pub(crate) nowait: bool,
+    /// On a polled queue (`REQ_POLLED`): its completion is reaped by polling, not an
+    /// interrupt.
+    pub(crate) polled: bool,
+}
+
+/// `REQ_*` flag bits of `cmd_flags`.
+const fn req_flag(bit: c_uint) -> u32 {
+    1 << bit
+}
+
+impl<'s, 'a, T: Operations> DiskRef<'s, 'a, T> {
+    /// A request for `io`, allocated, prepared by `prep` (the driver's state) and mapped to
+    /// the user's memory; returns it with its bio chain (null: no data), which must be
+    /// unmapped once it ended.
+    fn alloc_private(
+        &self,
+        io: PrivateIo<'_>,
+        prep: impl FnOnce(&T::Rq),
+    ) -> Result<(*mut bindings::request, *mut bindings::bio)> {
+        let mut op = if io.to_device {
+            bindings::req_op_REQ_OP_DRV_OUT
+        } else {
+            bindings::req_op_REQ_OP_DRV_IN
+        };
+        let mut flags = 0;
+        if io.nowait {
+            op |= req_flag(bindings::req_flag_bits___REQ_NOWAIT);
+            flags = bindings::BLK_MQ_REQ_NOWAIT;
+        }
+        if io.polled {
+            op |= req_flag(bindings::req_flag_bits___REQ_POLLED);
+        }
+        // SAFETY: the disk is added and alive (`self` borrows it), so is its queue.
+        let q = unsafe { (*self.disk.disk.as_ptr()).queue };
+        // SAFETY: `q` is a live request queue of our tag set.
+        let rq =
+            kernel::error::from_err_ptr(unsafe { bindings::blk_mq_alloc_request(q, op, flags) })?;
+        // SAFETY: `rq` is a request we own until it is issued or freed.
+        let request = unsafe { Request::<T>::from_raw(rq) };
+        if io.timeout_ms != 0 {
+            let j = kernel::time::msecs_to_jiffies(io.timeout_ms);
+            // SAFETY: as above; not yet issued.
+            unsafe { (*rq).timeout = c_uint::try_from(j).unwrap_or(c_uint::MAX) };
+        }
+        prep(request.data());
+        let dir = c_int::from(io.to_device);
+        // User memory: bytes at an address, or an iovec array (its count for the length).
+        let user = match &io.data {
+            UserData::Buf { addr, len } => Some((*addr, *len, false)),
+            UserData::Vec { addr, count } => Some((*addr, *count, true)),
+            UserData::None | UserData::Fixed(_) => None,
+        };
+        // SAFETY: `rq` is ours and not issued. The user ranges are checked (access_ok) and
+        // pinned, or bounced for the direction of `op`; a registered buffer's pages are
+        // held by io_uring until the command completes.
+        let ret = unsafe {
+            match (user, io.data) {
+                (Some((addr, len, vec)), _) => bindings::blk_rq_map_user_io(
+                    rq,
+                    core::ptr::null_mut(),
+                    addr as *mut c_void,
+                    len as usize,
+                    bindings::GFP_KERNEL,
+                    vec,
+                    0,
+                    false,
+                    dir,
+                ),
+                (None, UserData::Fixed(buf)) => bindings::blk_rq_map_user_iov(
+                    q,
+                    rq,
+                    core::ptr::null_mut(),
+                    buf.as_raw(),
+                    bindings::GFP_KERNEL,
+                ),
+                (None, _) => 0,
+            }
+        };
+        if ret != 0 {
+            // SAFETY: `rq` is ours and was never issued.
+            unsafe { bindings::blk_mq_free_request(rq) };
+            return Err(Error::from_errno(ret));
+        }
+        // The bio chain must be remembered for unmapping: the request's own pointer moves
+        // on as it completes.
+        // SAFETY: `rq` is ours.
+        Ok((rq, unsafe { (*rq).bio }))
+    }
+
+    /// Runs one driver-private request through the disk's queues and waits for it. `prep`
+    /// fills the driver's state before it is issued, `done` reads it back after it ended.
+    /// Upstream candidate.
+    ///
+    /// Fails with `EFAULT` for a bad user buffer, `EINVAL` when it exceeds the queue
+    /// limits, and the block layer's error if the request failed in the driver.
+    pub(crate) fn execute_private<R>(
+        &self,
+        io: PrivateIo<'_>,
+        prep: impl FnOnce(&T::Rq),
+        done: impl FnOnce(&T::Rq) -> R,
+    ) -> Result<R> {
+        let (rq, bio) = self.alloc_private(io, prep)?;
+        // SAFETY: `rq` is set up; this waits for it to end.
+        let status = unsafe { bindings::blk_execute_rq(rq, false) };
+        // SAFETY: `rq` ended and is still ours.
+        let r = done(unsafe { Request::<T>::from_raw(rq) }.data());
+        let unmapped = if bio.is_null() {
+            0
+        } else {
+            // SAFETY: `bio` is the chain mapped for `rq`; copies bounced data back to user
+            // memory and unpins.
+            unsafe { bindings::blk_rq_unmap_user(bio) }
+        };
+        // SAFETY: `rq` ended and is ours; not used afterwards.
+        unsafe { bindings::blk_mq_free_request(rq) };
+        if status != 0 {
+            return Err(EIO);
+        }
+        if unmapped != 0 {
+            return Err(Error::from_errno(unmapped));
+        }
+        Ok(r)
+    }
+
+    /// Starts one driver-private request as [`Self::execute_private`] runs one, for the
+    /// io_uring command `ctx` ([`uring_cmd::UringCmd::queue_with`]'s pointer), and returns
+    /// once it is issued. When it ends, [`Operations::private_outcome`] says how the
+    /// command completes, in its submitting task (which also undoes the user mapping).
+    /// Upstream candidate.
+    ///
+    /// # Safety
+    ///
+    /// `ctx` is a command queued by `queue_with`, handed to this function once.
+    pub(crate) unsafe fn submit_private_uring(
+        &self,
+        ctx: *mut c_void,
+        io: PrivateIo<'_>,
+        prep: impl FnOnce(&T::Rq),
+    ) -> Result {
+        let (rq, bio) = self.alloc_private(io, prep)?;
+        // SAFETY: `ctx` is queued and not completed (function's safety section): the chain
+        // is unmapped at its completion; the request is what polling the command polls.
+        unsafe { uring_cmd::set_request(ctx, rq, bio) };
+        // SAFETY: `rq` is set up and ours; from here the block layer owns it and calls
+        // `uring_end` once, which frees it.
+        unsafe {
+            (*rq).end_io = Some(Self::uring_end);
+            (*rq).end_io_data = ctx;
+            bindings::blk_execute_rq_nowait(rq, false);
+        }
+        Ok(())
+    }
+
+    /// # Safety
+    ///
+    /// The end of a request [`Self::submit_private_uring`] started, called once by blk-mq.
+    unsafe extern "C" fn uring_end(
+        rq: *mut bindings::request,
+        err: bindings::blk_status_t,
+        _iob: *const bindings::io_comp_batch,
+    ) -> bindings::rq_end_io_ret {
+        // SAFETY: `rq` is our request, ended; its driver state is initialised.
+        let (ctx, outcome) = unsafe {
+            let request = Request::<T>::from_raw(rq);
+            (
+                (*rq).end_io_data,
+                T::private_outcome(request.data(), err == 0),
+            )
+        };
+        // SAFETY: `ctx` is the queued command this request was started for; it completes
+        // once, here.
+        unsafe { uring_cmd::complete(ctx, outcome.0, outcome.1) };
+        bindings::rq_end_io_ret_RQ_END_IO_FREE
+    }
+}
