@@ -63,7 +63,27 @@ install_bindgen() {
 	cargo install -q bindgen-cli --version "$BINDGEN_VERSION" --locked --root "$BINDGEN_ROOT"
 }
 
+# udevadm for the guest's udev rules test: the system's udev package, unpacked into the
+# cache, not installed (its version may be ahead of the installed systemd's, and the host
+# needs no udev daemon; udevadm needs no library of systemd's).
+fetch_udevadm() {
+	local dir=$RNVME_CACHE/udev tmp
+	[ -x "$dir/bin/udevadm" ] && [ -f "$dir/rules.d/60-persistent-storage.rules" ] && return 0
+	say "unpacking udevadm from the udev package into $dir"
+	tmp=$(mktemp -d)
+	if ! (cd "$tmp" && apt-get download udev >/dev/null 2>&1); then
+		apt-get update -qq
+		(cd "$tmp" && apt-get download udev >/dev/null 2>&1) || die "cannot download the udev package"
+	fi
+	dpkg-deb -x "$tmp"/udev_*.deb "$tmp/root"
+	mkdir -p "$dir/bin" "$dir/rules.d"
+	cp "$tmp/root/bin/udevadm" "$dir/bin/udevadm"
+	cp "$tmp/root/lib/udev/rules.d/60-persistent-storage.rules" "$dir/rules.d/"
+	rm -rf "$tmp"
+}
+
 use_llvm_of "${1:-base}"
 install_pkgs
+fetch_udevadm
 check_rustc
 install_bindgen

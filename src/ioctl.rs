@@ -55,8 +55,12 @@ pub(crate) struct DiskIds {
 }
 
 /// sysfs attributes of a namespace's disk (`/sys/block/rnvme<C>n<N>/`), as the C driver's:
-/// the identifiers udev names `/dev/disk/by-id` links after.
-pub(crate) const DISK_ATTR_NAMES: &[&CStr] = &[c"wwid", c"uuid", c"nguid", c"eui", c"csi", c"nsid"];
+/// the identifiers udev names `/dev/disk/by-id` links after. And the controller's serial
+/// number and model, which C's rules find on the disk's parent (its controller device):
+/// rnvme's disks are children of the PCI function, so `udev/60-rnvme.rules` reads them here.
+pub(crate) const DISK_ATTR_NAMES: &[&CStr] = &[
+    c"wwid", c"uuid", c"nguid", c"eui", c"csi", c"nsid", c"serial", c"model",
+];
 
 impl DiskLink {
     /// Whether the disk has attribute `index` of [`DISK_ATTR_NAMES`]: as C, `uuid` needs a
@@ -85,6 +89,8 @@ impl DiskLink {
             Some(b"eui") => d.ids.write_eui(out),
             Some(b"csi") => writeln!(out, "{}", d.ids.csi),
             Some(b"nsid") => writeln!(out, "{}", self.nsid),
+            Some(b"serial") => writeln!(out, "{}", d.serial.as_str()),
+            Some(b"model") => writeln!(out, "{}", d.model.as_str()),
             _ => Err(core::fmt::Error),
         }
     }

@@ -68,6 +68,38 @@ done
 expect_eq ns1_wwid_is_the_uuid "uuid.${NS1_UUID:-unset}" "$(cat /sys/block/rnvme0n1/wwid)"
 expect_eq ns1_eui_is_the_eui64 "52 54 00 00 00 c0 ff ee" "$(cat /sys/block/rnvme0n1/eui)"
 expect_eq ns2_wwid_is_the_eui64 "eui.52540000000beef2" "$(cat /sys/block/rnvme0n2/wwid)"
+# The controller's serial and model on the disk (for udev: C's rules read them from the
+# disk's parent, the controller device).
+expect_eq disk_serial_is_the_controllers "$(cat $S/serial)" "$(cat /sys/block/rnvme0n1/serial)"
+expect_eq disk_model_is_the_controllers "$(cat $S/model)" "$(cat /sys/block/rnvme0n1/model)"
+
+# --- udev: /dev/disk/by-id links ------------------------------------------------------------
+# The udev package's udevadm applies udev/60-rnvme.rules to rnvme's disks and Debian's
+# 60-persistent-storage.rules to C's: the same by-id link names (the two controllers differ
+# only in serial number, set aside), and each of rnvme's links (udevadm test makes them)
+# leads to its disk.
+mkdir -p /etc/udev/rules.d && cp /guest/udev/60-rnvme.rules /etc/udev/rules.d/
+# by_id DISK SERIAL: the disk's by-id links, the serial number replaced by SERIAL.
+by_id() {
+	udevadm test --action=add "/sys/block/$1" 2>/dev/null | sed -n 's/^DEVLINKS=//p' |
+		tr ' ' '\n' | grep /disk/by-id/ | sed "s/$2/SERIAL/" | sort
+}
+for n in 1 2; do
+	links=$(by_id rnvme0n$n "$(cat $S/serial)")
+	echo "rnvme0n$n by-id:" $links
+	count=$(echo "$links" | grep -c by-id)
+	[ "$count" -ge 3 ] && pass "ns${n}_by_id_links" || fail "ns${n}_by_id_links" "$links"
+	bad=""
+	for l in $links; do
+		l=$(echo "$l" | sed "s/SERIAL/$(cat $S/serial)/")
+		[ "$(readlink -f "$l")" = /dev/rnvme0n$n ] || bad="$bad $l"
+	done
+	[ -z "$bad" ] && pass "ns${n}_by_id_links_lead_to_the_disk" ||
+		fail "ns${n}_by_id_links_lead_to_the_disk" "$bad"
+	cd_n=$(c_disk $n)
+	expect_eq "ns${n}_by_id_links_as_c" \
+		"$(by_id "$(basename "${cd_n:-none}")" "$(sed 's/ *$//' $CS/serial)")" "$links"
+done
 
 # field DEV-OUTPUT KEY: the value of "KEY : value" lines of nvme-cli's plain output.
 field() { echo "$1" | sed -n "s/^$2[[:space:]]*: *//p" | sed 's/[[:space:]]*$//' | head -1; }
