@@ -11,6 +11,9 @@ COST_IOS=${COST_IOS:-5000}
 QD=${QD:-1}
 BS=${BS:-4k}
 BATCH=${BATCH:-1}
+# PASSTHRU=1: the reads are NVMe passthrough through io_uring (fio io_uring_cmd) on the
+# namespaces' generic devices (/dev/ng0n1, /dev/rng0n1).
+PASSTHRU=${PASSTHRU:-}
 assign_drivers nvme rnvme
 insmod /lib/c/nvme-core.ko && insmod /lib/c/nvme.ko && insmod /lib/rnvme.ko || exit 1
 wait_for 30 test -b /dev/nvme0n1 && wait_for 30 test -b /dev/rnvme0n1 || exit 1
@@ -25,7 +28,16 @@ touch -t 202001010000 /dev/nvme0n1 /dev/rnvme0n1 && sleep 1 || exit 1
 for pass in warmup- ""; do
 	for dev in /dev/nvme0n1 /dev/rnvme0n1; do
 		echo "PROFILE-RUN $pass${dev#/dev/}"
-		if [ "$QD" -eq 1 ] && [ "$BS" = 4k ]; then
+		if [ -n "$PASSTHRU" ]; then
+			gen=$(echo $dev | sed 's|^/dev/nvme|/dev/ng|; s|^/dev/rnvme|/dev/rng|')
+			iocost mark &&
+				fio --name=qd --filename=$gen --ioengine=io_uring_cmd --cmd_type=nvme \
+					--rw=randread --bs=$BS --iodepth=$QD \
+					--iodepth_batch_submit=$BATCH --iodepth_batch_complete_min=$BATCH \
+					--number_ios=$COST_IOS --size=1g --norandommap --randrepeat=0 \
+					--output=/dev/null &&
+				iocost mark || exit 1
+		elif [ "$QD" -eq 1 ] && [ "$BS" = 4k ]; then
 			iocost $dev "$COST_IOS" || exit 1
 		else
 			iocost mark &&

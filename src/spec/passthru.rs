@@ -122,14 +122,17 @@ impl PassthruError {
     }
 }
 
+#[inline]
 fn ne16(b: &[u8], off: usize) -> u16 {
     u16::from_ne_bytes([b[off], b[off + 1]])
 }
 
+#[inline]
 fn ne32(b: &[u8], off: usize) -> u32 {
     u32::from_ne_bytes([b[off], b[off + 1], b[off + 2], b[off + 3]])
 }
 
+#[inline]
 fn ne64(b: &[u8], off: usize) -> u64 {
     let mut v = [0u8; 8];
     v.copy_from_slice(&b[off..off + 8]);
