@@ -842,6 +842,37 @@ mod ns_ids {
         assert_eq!(text(|s| ids.write_eui(s)), "52 54 00 12 34 56 78 9a\n");
     }
 
+    /// Issue 17 item 1: a namespace's command set decides what rnvme makes of it, as C's
+    /// nvme_scan_ns: NVM a disk; zoned and other sets reported under CC.CSS = 110b only the
+    /// generic device; a set without CC.CSS = 110b, or none reported when it is, nothing.
+    #[test]
+    fn command_set_decides_the_namespace_kind() {
+        use crate::spec::ns_ids::{csi, NsKind};
+        let listed = |c: u8| {
+            let mut b = Vec::new();
+            desc(&mut b, 3, &UUID);
+            desc(&mut b, 4, &[c]);
+            b.resize(4096, 0);
+            NsIds::from_descriptors(&b)
+        };
+        let zoned = listed(csi::ZONED);
+        assert!(zoned.csi_reported && zoned.csi == csi::ZONED);
+        assert_eq!(listed(csi::NVM).kind(true, true), NsKind::Block);
+        assert_eq!(zoned.kind(true, true), NsKind::Passthrough);
+        assert_eq!(listed(csi::KEY_VALUE).kind(true, true), NsKind::Passthrough);
+        assert_eq!(zoned.kind(false, true), NsKind::Skip);
+        // No CSI in the list: NVM unless the controller runs several command sets.
+        let mut b = Vec::new();
+        desc(&mut b, 3, &UUID);
+        b.resize(4096, 0);
+        let silent = NsIds::from_descriptors(&b);
+        assert!(!silent.csi_reported);
+        assert_eq!(silent.kind(false, true), NsKind::Block);
+        assert_eq!(silent.kind(true, true), NsKind::Skip);
+        // No list read (quirk, old version): NVM.
+        assert_eq!(NsIds::default().kind(true, false), NsKind::Block);
+    }
+
     #[test]
     fn bad_descriptors_end_the_walk() {
         // A known type with the wrong length: what came before stays, nothing after.

@@ -465,6 +465,10 @@ for flavour in $FLAVOURS; do
 	run_vm "quirks-$flavour" "$flavour" --ctrls 2 --ctrl-props use-intel-id=on \
 		--backend image --size 64M --ns-extra "1:uuid=$NS1_UUID,eui64=$NS1_EUI64" \
 		--trace "$TRACE_EVENTS,pci_nvme_identify*" --timeout $T -- 'sh /guest/quirks.sh'
+	# I/O command sets: a zoned namespace beside an NVM one, rnvme beside the C driver.
+	run_vm "cmdset-$flavour" "$flavour" --ctrls 2 --ns 2 --backend image --size 64M \
+		--ns-extra "2:zoned=true,zoned.zone_size=4M,zoned.zone_capacity=4M" \
+		--trace "$TRACE_EVENTS,pci_nvme_mmio_cfg" --timeout $T -- 'sh /guest/cmdset.sh'
 	# Temperatures in hwmon and health and error events, beside the C driver; the host
 	# raises health warnings (QMP qom-set) when the guest asks.
 	hmp_vm "health-$flavour" "$flavour" --ctrls 2 --backend image --size 64M --timeout $T \

@@ -217,16 +217,24 @@ impl<'b> Hw<'b> {
         self.pdev.config_space().read16(PCI_COMMAND) & PCI_COMMAND_MEMORY != 0
     }
 
+    /// Whether the controller runs with every I/O command set it has enabled (CC.CSS =
+    /// 110b), as C chooses whenever CAP.CSS offers it: namespaces then report their command
+    /// set, and those of sets rnvme has no block device for are told apart (a zoned
+    /// namespace run as NVM takes reads and most writes, failing the rest).
+    pub(crate) fn multi_css(&self) -> bool {
+        self.cap.css() & r::CAP_CSS_CSI != 0
+    }
+
     /// Programs the admin queue and enables the controller (NVMe Base Spec 3.5.1).
     pub(crate) fn enable(&self) -> Result {
         let q = self.admin.queue();
         self.regs.set_aqa(r::aqa(u32::from(q.depth())));
         self.regs.set_asq(q.sq_dma());
         self.regs.set_acq(q.cq_dma());
-        let css = if self.cap.css() & r::CAP_CSS_NVM != 0 {
-            cc::CSS_NVM
-        } else {
+        let css = if self.multi_css() {
             cc::CSS_CSI
+        } else {
+            cc::CSS_NVM
         };
         self.running.store(true, Relaxed);
         self.regs.set_cc(r::cc_enable(PAGE_SHIFT as u32, css));

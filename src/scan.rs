@@ -24,7 +24,7 @@ use crate::{
         command::{cns, Command},
         effects,
         identify::{self, IdentifyController, IdentifyNamespace, NS_LIST_MAX},
-        ns_ids::NsIds,
+        ns_ids::{csi, NsIds, NsKind},
         quirks::Quirks,
     },
 };
@@ -129,7 +129,27 @@ impl<'b> Shared<'b> {
                     continue;
                 }
             };
-            let ids = self.namespace_ids(nsid, &nid);
+            let (ids, listed) = self.namespace_ids(nsid, &nid);
+            let hidden = match ids.kind(self.hw.multi_css(), listed) {
+                NsKind::Block => false,
+                NsKind::Passthrough => {
+                    dev_info!(
+                        self.hw.pdev.as_ref(),
+                        "rnvme{inst}n{nsid}: {} command set ({}): no block device, passthrough through /dev/rng{inst}n{nsid} only\n",
+                        csi::name(ids.csi),
+                        ids.csi
+                    );
+                    true
+                }
+                NsKind::Skip => {
+                    dev_warn!(
+                        self.hw.pdev.as_ref(),
+                        "rnvme{inst}: namespace {nsid} skipped: command set {} not reported or not enabled\n",
+                        ids.csi
+                    );
+                    continue;
+                }
+            };
             let mut ns = match Namespace::new(self.hw.pdev, id, nsid, nid, self.hw.quirks()) {
                 Ok(ns) => ns,
                 Err(why) => {
@@ -159,7 +179,8 @@ impl<'b> Shared<'b> {
             }
             let (cap, dma) = (self.hw.cap, self.hw.dma_opt);
             let limits = ns.limits(id, self.nvm.as_ref(), cap, dma, PAGE_SHIFT as u32);
-            let (sectors, bs) = (ns.sectors(), ns.block_size());
+            // A hidden disk has no capacity to show (as C's).
+            let (sectors, bs) = (if hidden { 0 } else { ns.sectors() }, ns.block_size());
             let zeroes = ns.deallocate_reads_zeroes();
             let private = DiskLink {
                 ctrl: self.link.clone(),
@@ -176,11 +197,15 @@ impl<'b> Shared<'b> {
                 name: fmt!("rnvme{inst}n{nsid}"),
                 sectors,
                 parent: self.hw.pdev.as_ref(),
+                hidden,
                 data: ns,
                 private,
             };
             // Probe fault step 14: adding the disk fails.
             ts.add_disk(disk, params::inject(self.hw.dev(), 14))?;
+            if hidden {
+                continue;
+            }
             dev_info!(
                 self.hw.pdev.as_ref(),
                 "rnvme{inst}n{nsid}: {} MiB, {} byte blocks{}{}\n",
@@ -207,14 +232,20 @@ impl<'b> Shared<'b> {
     /// what only the list holds (the UUID).
     /// The quirks bogus_nid (identifiers not unique: only the command set is kept) and
     /// no_ns_desc_list (the list is not asked for) apply as in C.
-    fn namespace_ids(&self, nsid: u32, nid: &IdentifyNamespace) -> NsIds {
+    /// Also says whether the list was read (asked of 1.3 controllers, and of any running
+    /// several command sets, as C).
+    fn namespace_ids(&self, nsid: u32, nid: &IdentifyNamespace) -> (NsIds, bool) {
         let ver = self.id.ver;
         let quirks = self.hw.quirks();
         let mut ids = NsIds::default();
-        if ver >= 0x1_03_00 && !quirks.has(Quirks::NO_NS_DESC_LIST) {
+        let mut listed = false;
+        if (ver >= 0x1_03_00 || self.hw.multi_css()) && !quirks.has(Quirks::NO_NS_DESC_LIST) {
             let cmd = Command::identify(cns::NS_DESC_LIST, nsid, 0);
             match self.hw.try_admin_read(cmd) {
-                Ok(data) => ids = NsIds::from_descriptors(&data),
+                Ok(data) => {
+                    ids = NsIds::from_descriptors(&data);
+                    listed = true;
+                }
                 Err(e) => dev_warn!(
                     self.hw.pdev.as_ref(),
                     "rnvme{}n{nsid}: Identify (Namespace Identification Descriptors) failed: {e}\n",
@@ -223,13 +254,15 @@ impl<'b> Shared<'b> {
             }
         }
         if quirks.has(Quirks::BOGUS_NID) {
-            return NsIds {
+            let ids = NsIds {
                 csi: ids.csi,
+                csi_reported: ids.csi_reported,
                 ..NsIds::default()
             };
+            return (ids, listed);
         }
         ids.fill_from_identify(nid.eui64, nid.nguid, ver);
-        ids
+        (ids, listed)
     }
 
     /// Identifies the namespace of disk `d` again and applies a changed format or size to

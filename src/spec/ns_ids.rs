@@ -23,6 +23,54 @@ pub(crate) struct NsIds {
     pub(crate) uuid: [u8; 16],
     /// Command Set Identifier (0: NVM).
     pub(crate) csi: u8,
+    /// The descriptor list had a Command Set Identifier.
+    pub(crate) csi_reported: bool,
+}
+
+/// Command Set Identifiers (NVMe Base Spec figure "Command Set Identifiers").
+pub(crate) mod csi {
+    pub(crate) const NVM: u8 = 0;
+    pub(crate) const KEY_VALUE: u8 = 1;
+    pub(crate) const ZONED: u8 = 2;
+
+    /// The command set's name, for the log.
+    pub(crate) fn name(csi: u8) -> &'static str {
+        match csi {
+            NVM => "NVM",
+            KEY_VALUE => "Key Value",
+            ZONED => "Zoned Namespace",
+            _ => "unknown",
+        }
+    }
+}
+
+/// What rnvme makes of a namespace, by its command set.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum NsKind {
+    /// A block device (and its generic device).
+    Block,
+    /// Only the generic device, for passthrough: the command set has no block device in
+    /// rnvme (C: `nvme_update_ns_info_generic`, a hidden disk).
+    Passthrough,
+    /// Nothing: its command set is not known (C leaves such namespaces out).
+    Skip,
+}
+
+impl NsIds {
+    /// What to make of the namespace, as C's `nvme_scan_ns` and `nvme_update_ns_info`:
+    /// `multi_css` when the controller runs every I/O command set it has (CC.CSS = 110b),
+    /// `listed` when its descriptor list was read (a controller running several command
+    /// sets must say each namespace's there). Zoned namespaces get no block device here yet.
+    pub(crate) fn kind(&self, multi_css: bool, listed: bool) -> NsKind {
+        if multi_css && listed && !self.csi_reported {
+            return NsKind::Skip;
+        }
+        match self.csi {
+            csi::NVM => NsKind::Block,
+            _ if !multi_css => NsKind::Skip,
+            _ => NsKind::Passthrough,
+        }
+    }
 }
 
 impl NsIds {
@@ -45,7 +93,10 @@ impl NsIds {
                 (nidt::EUI64, 8) => ids.eui64.copy_from_slice(value),
                 (nidt::NGUID, 16) => ids.nguid.copy_from_slice(value),
                 (nidt::UUID, 16) => ids.uuid.copy_from_slice(value),
-                (nidt::CSI, 1) => ids.csi = value[0],
+                (nidt::CSI, 1) => {
+                    ids.csi = value[0];
+                    ids.csi_reported = true;
+                }
                 // A known type with a length the spec does not give it.
                 (nidt::EUI64..=nidt::CSI, _) => break,
                 _ => {}

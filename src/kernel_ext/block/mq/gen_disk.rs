@@ -299,6 +299,9 @@ pub(crate) struct NewDisk<'n, 'a, T: Operations> {
     pub(crate) sectors: u64,
     /// The device the disk is a child of in sysfs.
     pub(crate) parent: &'n Device<Bound>,
+    /// Hidden (`GENHD_FL_HIDDEN`): no block device, no partitions, no events; its queue
+    /// still carries driver-private requests.
+    pub(crate) hidden: bool,
     pub(crate) data: T::DiskData<'a>,
     pub(crate) private: T::Private,
 }
@@ -310,6 +313,7 @@ impl<'a, T: Operations> GenDisk<'a, T> {
             name,
             sectors,
             parent,
+            hidden,
             data,
             private,
         } = new;
@@ -365,6 +369,9 @@ impl<'a, T: Operations> GenDisk<'a, T> {
             (*disk).major = 0;
             (*disk).first_minor = 0;
             (*disk).minors = 0;
+            if hidden {
+                (*disk).flags |= bindings::GENHD_FL_HIDDEN as c_int;
+            }
             bindings::set_capacity(disk, sectors);
         }
         let added = fault.and_then(|()| {
