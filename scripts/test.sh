@@ -465,6 +465,9 @@ for flavour in $FLAVOURS; do
 	run_vm "quirks-$flavour" "$flavour" --ctrls 2 --ctrl-props use-intel-id=on \
 		--backend image --size 64M --ns-extra "1:uuid=$NS1_UUID,eui64=$NS1_EUI64" \
 		--trace "$TRACE_EVENTS,pci_nvme_identify*" --timeout $T -- 'sh /guest/quirks.sh'
+	# Logical blocks of 16 KiB (larger than a page), rnvme beside the C driver.
+	run_vm "lbs-$flavour" "$flavour" --ctrls 2 --lba 16384 --backend image --size 512M \
+		--timeout $T -- 'sh /guest/lbs.sh'
 	# I/O command sets: a zoned namespace beside an NVM one, rnvme beside the C driver.
 	run_vm "cmdset-$flavour" "$flavour" --ctrls 2 --ns 2 --backend image --size 64M \
 		--ns-extra "2:zoned=true,zoned.zone_size=4M,zoned.zone_capacity=4M" \

@@ -39,21 +39,34 @@ pub(crate) fn max_transfer(ctrl: &IdentifyController, cap: Cap, dma_opt: u32) ->
         .min(dma.max(PAGE_SIZE as u64)) as u32
 }
 
+/// The largest logical block the 7.3 block layer takes (`BLK_MAX_BLOCK_SIZE`): 64 KiB with
+/// large folios (transparent huge pages), else a page, as the C driver finds with
+/// `blk_validate_block_size`.
+pub(crate) const MAX_BLOCK_SIZE: usize = if cfg!(CONFIG_TRANSPARENT_HUGEPAGE) {
+    65536
+} else {
+    PAGE_SIZE
+};
+
 /// Why a namespace cannot be served; `Display` says it for the log.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Unservable {
     /// Its LBA format carries metadata.
     Metadata,
-    /// Its logical block size is larger than a page.
-    BlockLargerThanPage,
+    /// Its logical block size is larger than the block layer takes.
+    BlockTooLarge,
 }
 
 impl kernel::fmt::Display for Unservable {
     fn fmt(&self, f: &mut kernel::fmt::Formatter<'_>) -> kernel::fmt::Result {
         f.write_str(match self {
             Unservable::Metadata => "its LBA format carries metadata, which rnvme does not support",
-            Unservable::BlockLargerThanPage => {
-                "its logical block size is larger than the page size"
+            Unservable::BlockTooLarge => {
+                if MAX_BLOCK_SIZE == PAGE_SIZE {
+                    "its logical block size is larger than the page size (the block layer takes larger ones with CONFIG_TRANSPARENT_HUGEPAGE)"
+                } else {
+                    "its logical block size is larger than the block layer takes"
+                }
             }
         })
     }
@@ -64,8 +77,8 @@ pub(crate) fn servable(id: &IdentifyNamespace) -> core::result::Result<(), Unser
     if id.lbaf.ms != 0 {
         return Err(Unservable::Metadata);
     }
-    if id.block_size() as usize > PAGE_SIZE {
-        return Err(Unservable::BlockLargerThanPage);
+    if id.block_size() as usize > MAX_BLOCK_SIZE {
+        return Err(Unservable::BlockTooLarge);
     }
     Ok(())
 }
@@ -221,7 +234,7 @@ impl<'b> Namespace<'b> {
     /// if they are not whole blocks or the count does not fit a command.
     #[inline]
     pub(crate) fn blocks(&self, sector: u64, bytes: u32) -> Option<(u64, u32)> {
-        // The block size was checked when the namespace was identified (9..=PAGE_SHIFT);
+        // The block size was checked when the namespace was identified (2^9 to 2^16);
         // the masks only tell the compiler the shifts are in range (no overflow checks).
         let lba_shift = self.lba_shift() & 31;
         let shift = lba_shift.wrapping_sub(9) & 31;
