@@ -50,6 +50,8 @@ mod scan;
 mod spec;
 #[path = "src/stats.rs"]
 mod stats;
+#[path = "src/zns.rs"]
+mod zns;
 
 use kernel::prelude::*;
 

@@ -843,8 +843,9 @@ mod ns_ids {
     }
 
     /// Issue 17 item 1: a namespace's command set decides what rnvme makes of it, as C's
-    /// nvme_scan_ns: NVM a disk; zoned and other sets reported under CC.CSS = 110b only the
-    /// generic device; a set without CC.CSS = 110b, or none reported when it is, nothing.
+    /// nvme_scan_ns: NVM a disk; zoned a zoned disk (only the generic device in a kernel
+    /// without zoned block devices), other sets reported under CC.CSS = 110b only the generic
+    /// device; a set without CC.CSS = 110b, or none reported when it is, nothing.
     #[test]
     fn command_set_decides_the_namespace_kind() {
         use crate::spec::ns_ids::{csi, NsKind};
@@ -857,20 +858,24 @@ mod ns_ids {
         };
         let zoned = listed(csi::ZONED);
         assert!(zoned.csi_reported && zoned.csi == csi::ZONED);
-        assert_eq!(listed(csi::NVM).kind(true, true), NsKind::Block);
-        assert_eq!(zoned.kind(true, true), NsKind::Passthrough);
-        assert_eq!(listed(csi::KEY_VALUE).kind(true, true), NsKind::Passthrough);
-        assert_eq!(zoned.kind(false, true), NsKind::Skip);
+        assert_eq!(listed(csi::NVM).kind(true, true, true), NsKind::Block);
+        assert_eq!(zoned.kind(true, true, true), NsKind::Zoned);
+        assert_eq!(zoned.kind(true, true, false), NsKind::Passthrough);
+        assert_eq!(
+            listed(csi::KEY_VALUE).kind(true, true, true),
+            NsKind::Passthrough
+        );
+        assert_eq!(zoned.kind(false, true, true), NsKind::Skip);
         // No CSI in the list: NVM unless the controller runs several command sets.
         let mut b = Vec::new();
         desc(&mut b, 3, &UUID);
         b.resize(4096, 0);
         let silent = NsIds::from_descriptors(&b);
         assert!(!silent.csi_reported);
-        assert_eq!(silent.kind(false, true), NsKind::Block);
-        assert_eq!(silent.kind(true, true), NsKind::Skip);
+        assert_eq!(silent.kind(false, true, true), NsKind::Block);
+        assert_eq!(silent.kind(true, true, true), NsKind::Skip);
         // No list read (quirk, old version): NVM.
-        assert_eq!(NsIds::default().kind(true, false), NsKind::Block);
+        assert_eq!(NsIds::default().kind(true, false, true), NsKind::Block);
     }
 
     #[test]
@@ -1137,4 +1142,144 @@ fn passthrough_access_as_c() {
     assert_eq!(access(0x02, 0, c, true), Access::Admin);
     assert_eq!(access(0x80, 0, c, true), Access::Admin);
     assert_eq!(access(0x7f, 0, c, true), Access::Admin);
+}
+
+/// Issue 17 item 4: the Zoned Namespace command set's Identify data, commands and zone
+/// reports, as C's zns.c reads and builds them.
+mod zns {
+    use super::*;
+    use crate::spec::zns::*;
+
+    fn id_ns_zns(zoc: u16, mar: u32, mor: u32, zsze: &[(usize, u64)]) -> Vec<u8> {
+        let mut b = vec![0u8; 4096];
+        put16(&mut b, 0, zoc);
+        put32(&mut b, 4, mar);
+        put32(&mut b, 8, mor);
+        for &(i, z) in zsze {
+            put64(&mut b, 2816 + 16 * i, z);
+        }
+        b
+    }
+
+    #[test]
+    fn zone_info_from_identify() {
+        // QEMU's zoned.zone_size=4M with 4 KiB blocks, no open/active limit (all ones).
+        let b = id_ns_zns(0, u32::MAX, u32::MAX, &[(0, 2048), (1, 1024)]);
+        assert_eq!(
+            ZoneInfo::parse(&b, 1),
+            Ok(ZoneInfo {
+                zone_blocks: 1024,
+                max_open: 0,
+                max_active: 0
+            })
+        );
+        // MOR/MAR are 0's based.
+        let b = id_ns_zns(0, 13, 11, &[(0, 2048)]);
+        assert_eq!(
+            ZoneInfo::parse(&b, 0),
+            Ok(ZoneInfo {
+                zone_blocks: 2048,
+                max_open: 12,
+                max_active: 14
+            })
+        );
+        assert_eq!(
+            ZoneInfo::parse(&id_ns_zns(1, 0, 0, &[(0, 2048)]), 0),
+            Err(ZnsError::Operations(1))
+        );
+        assert_eq!(
+            ZoneInfo::parse(&id_ns_zns(0, 0, 0, &[(0, 3000)]), 0),
+            Err(ZnsError::ZoneSize(3000))
+        );
+        assert_eq!(
+            ZoneInfo::parse(&id_ns_zns(0, 0, 0, &[]), 0),
+            Err(ZnsError::ZoneSize(0))
+        );
+        assert_eq!(ZoneInfo::parse(&b[..100], 0), Err(ZnsError::Truncated));
+        // The format index is the identify's (0..=63), never past the page.
+        assert!(ZoneInfo::parse(&b, 255).is_err());
+    }
+
+    #[test]
+    fn zone_append_limit_in_minimum_pages() {
+        let cap = Cap(0); // MPSMIN 4 KiB
+        assert_eq!(zone_append_limit(&[0u8; 4096], cap), None);
+        assert_eq!(zone_append_limit(&[5u8; 1], cap), Some(128 << 10));
+        let cap16k = Cap(2 << 48); // MPSMIN 16 KiB
+        assert_eq!(zone_append_limit(&[5u8; 1], cap16k), Some(512 << 10));
+        assert_eq!(zone_append_limit(&[], cap), None);
+    }
+
+    #[test]
+    fn zone_commands() {
+        let c = zone_mgmt_send(3, 0x1_0000_0800, ZoneAction::Reset, false);
+        assert_eq!(c.opcode(), 0x79);
+        assert_eq!((c.dw[1], c.dw[10], c.dw[11], c.dw[13]), (3, 0x800, 1, 4));
+        let c = zone_mgmt_send(1, 0, ZoneAction::Reset, true);
+        assert_eq!(c.dw[13], 0x104);
+        assert_eq!(zone_mgmt_send(1, 0, ZoneAction::Close, false).dw[13], 1);
+        assert_eq!(zone_mgmt_send(1, 0, ZoneAction::Finish, false).dw[13], 2);
+        assert_eq!(zone_mgmt_send(1, 0, ZoneAction::Open, false).dw[13], 3);
+        let c = report_zones(2, 4096, 8192);
+        assert_eq!(c.opcode(), 0x7a);
+        assert_eq!(
+            (c.dw[1], c.dw[10], c.dw[12], c.dw[13]),
+            (2, 4096, 2047, 1 << 16)
+        );
+        let c = identify_ns(2);
+        assert_eq!((c.dw[1], c.dw[10], c.dw[11]), (2, 5, 2 << 24));
+        assert_eq!(
+            (identify_ctrl().dw[10], identify_ctrl().dw[11]),
+            (6, 2 << 24)
+        );
+    }
+
+    #[test]
+    fn zone_report_parse() {
+        let mut b = vec![0u8; 64 + 3 * 64];
+        put64(&mut b, 0, 2);
+        for (i, (zs, zcap, zslba, wp)) in [(1u8, 1000u64, 0u64, 0u64), (0xe, 1000, 1024, 2048)]
+            .iter()
+            .enumerate()
+        {
+            let d = 64 + 64 * i;
+            b[d] = 0x2;
+            b[d + 1] = zs << 4;
+            put64(&mut b, d + 8, *zcap);
+            put64(&mut b, d + 16, *zslba);
+            put64(&mut b, d + 24, *wp);
+        }
+        let r = ZoneReport::new(&b).unwrap();
+        assert_eq!(r.len(), 2);
+        assert_eq!(
+            r.zone(1),
+            Some(ZoneDescriptor {
+                zone_type: ZONE_TYPE_SEQWRITE_REQ,
+                state: ZONE_STATE_FULL,
+                capacity: 1000,
+                start: 1024,
+                wp: 2048
+            })
+        );
+        assert_eq!(r.zone(2), None);
+        // A header claiming more zones than the buffer holds: only what is there.
+        put64(&mut b, 0, u64::MAX);
+        assert_eq!(ZoneReport::new(&b).unwrap().len(), 3);
+        assert!(ZoneReport::new(&b[..63]).is_none());
+    }
+
+    #[test]
+    fn zone_resource_errors() {
+        use crate::spec::completion::BlockError;
+        assert_eq!(
+            Status(1 << 8 | 0xbe).block_error(),
+            Some(BlockError::ZoneOpenResource)
+        );
+        assert_eq!(
+            Status(1 << 8 | 0xbd).block_error(),
+            Some(BlockError::ZoneActiveResource)
+        );
+        // Zone Invalid Write: an I/O error.
+        assert_eq!(Status(1 << 8 | 0xbc).block_error(), Some(BlockError::Io));
+    }
 }

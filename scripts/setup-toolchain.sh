@@ -11,7 +11,7 @@ PKGS=(
 	rustc-web rust-web-src rust-web-clippy cargo-web clang-19 lld-19 llvm-19 libclang-19-dev
 	flex bison bc libelf-dev libssl-dev cpio kmod make gcc libc6-dev linux-libc-dev xz-utils
 	qemu-system-x86 busybox-static fio nvme-cli e2fsprogs util-linux lm-sensors
-	python3 gnuplot-nox xfsprogs bonnie++ dbench
+	python3 gnuplot-nox xfsprogs bonnie++ dbench btrfs-progs
 )
 # The inline kernel's C compiler: LLVM 22 as rustc-web's (bookworm-security has it).
 if [ "${1:-base}" = inline ]; then

@@ -472,6 +472,12 @@ for flavour in $FLAVOURS; do
 	run_vm "cmdset-$flavour" "$flavour" --ctrls 2 --ns 2 --backend image --size 64M \
 		--ns-extra "2:zoned=true,zoned.zone_size=4M,zoned.zone_capacity=4M" \
 		--trace "$TRACE_EVENTS,pci_nvme_mmio_cfg" --timeout $T -- 'sh /guest/cmdset.sh'
+	# Zoned namespaces: host-managed zoned disks (8 MiB zones of 6 MiB capacity, at most
+	# 12 open and 14 active, Zone Append up to 128 KiB), rnvme beside the C driver.
+	run_vm "zoned-$flavour" "$flavour" --ctrls 2 --backend image --size 512M \
+		--ctrl-props zoned.zasl=5 \
+		--ns-extra "1:zoned=true,zoned.zone_size=8M,zoned.zone_capacity=6M,zoned.max_open=12,zoned.max_active=14" \
+		--timeout $T -- 'sh /guest/zoned.sh'
 	# Temperatures in hwmon and health and error events, beside the C driver; the host
 	# raises health warnings (QMP qom-set) when the guest asks.
 	hmp_vm "health-$flavour" "$flavour" --ctrls 2 --backend image --size 64M --timeout $T \

@@ -16,7 +16,7 @@ use crate::{
     kernel_ext::{
         block::mq::{
             BlkStatus, Dispatched, Mapping, Operations, Owned, ReqOp, Request, TagSetRef, Tags,
-            Timeout,
+            Timeout, ZoneReporter, ZonedDisk,
         },
         sysfs::SysfsBuf,
     },
@@ -28,7 +28,9 @@ use crate::{
         command::{dsm_range, io_cid, io_opcode, Command, DSM_MAX_RANGES},
         completion::{BlockError, Status},
         prp, sgl,
+        zns::{self, ZoneAction},
     },
+    zns as zoned,
 };
 use kernel::{
     page::PAGE_SIZE,
@@ -59,6 +61,8 @@ pub(crate) struct RqState {
     generation: AtomicU32,
     status: AtomicU32,
     result: AtomicU32,
+    /// Completion dword 1: the upper half of a 64-bit result (Zone Append's LBA).
+    result_hi: AtomicU32,
     retries: AtomicU32,
     /// An Abort was sent for this command after its first timeout.
     aborted: AtomicBool,
@@ -84,18 +88,19 @@ impl RqState {
     }
 
     /// Records the device's completion (from the interrupt handler).
-    pub(crate) fn set_completion(&self, status: Status, result: u32) {
+    pub(crate) fn set_completion(&self, status: Status, result: u32, result_hi: u32) {
         self.status.store(u32::from(status.0), Relaxed);
         self.result.store(result, Relaxed);
+        self.result_hi.store(result_hi, Relaxed);
     }
 
     pub(crate) fn status(&self) -> Status {
         Status(self.status.load(Relaxed) as u16)
     }
 
-    /// Command dword 0 of the completion.
-    pub(crate) fn result(&self) -> u32 {
-        self.result.load(Relaxed)
+    /// Completion dwords 0 and 1: the command's result (a 64-bit one for some).
+    pub(crate) fn result(&self) -> u64 {
+        u64::from(self.result_hi.load(Relaxed)) << 32 | u64::from(self.result.load(Relaxed))
     }
 
     /// Sets the command a passthrough request carries (before it is issued).
@@ -124,6 +129,8 @@ fn blk_status(e: BlockError) -> BlkStatus {
         BlockError::Protection => BlkStatus::Protection,
         BlockError::ReservationConflict => BlkStatus::ResvConflict,
         BlockError::Transport => BlkStatus::Transport,
+        BlockError::ZoneOpenResource => BlkStatus::ZoneOpenResource,
+        BlockError::ZoneActiveResource => BlkStatus::ZoneActiveResource,
         BlockError::Io => BlkStatus::IoErr,
     }
 }
@@ -150,6 +157,7 @@ impl Operations for NvmeBlk {
             generation: AtomicU32::new(0),
             status: AtomicU32::new(0),
             result: AtomicU32::new(0),
+            result_hi: AtomicU32::new(0),
             retries: AtomicU32::new(0),
             aborted: AtomicBool::new(false),
             map_failed_at: AtomicU64::new(0),
@@ -201,6 +209,7 @@ impl Operations for NvmeBlk {
             return;
         }
         let Some(err) = status.block_error() else {
+            zone_append_done(&rq);
             rq.end(BlkStatus::Ok);
             return;
         };
@@ -227,6 +236,16 @@ impl Operations for NvmeBlk {
 
     fn end_batched(rq: &Owned<'_, Self>) {
         rq.unmap_data(rq.disk().dma_dev());
+        zone_append_done(rq);
+    }
+
+    fn report_zones(
+        disk: &ZonedDisk<'_, Self>,
+        sector: u64,
+        nr_zones: u32,
+        to: &mut ZoneReporter<'_>,
+    ) -> Result<u32> {
+        zoned::report_zones(disk, sector, nr_zones, to)
     }
 
     fn timeout(set: TagSetRef<'_, Self>, q: &IoQueue<'_>, rq: &Request<Self>) -> Timeout {
@@ -237,7 +256,7 @@ impl Operations for NvmeBlk {
     /// phase bit), else the block layer's error, and the result dword.
     fn private_outcome(rq: &RqState, ok: bool) -> (i32, u64) {
         let status = rq.status();
-        let result = u64::from(rq.result());
+        let result = rq.result();
         if !status.is_success() {
             (crate::passthru::status_ret(status), result)
         } else if !ok {
@@ -352,7 +371,37 @@ fn build_command(
                 map_data(q, ns, rq, cmd, true)
             }
         }
+        ReqOp::ZoneAppend => {
+            // SLBA is the zone's start; the completion says where the data went.
+            let (slba, nlb) = ns.blocks(rq.sector(), rq.bytes()).ok_or(BlkStatus::IoErr)?;
+            cmd.set_rw(zns::opcode::ZONE_APPEND, nsid, slba, nlb, rq.fua());
+            map_data(q, ns, rq, cmd, false)
+        }
+        ReqOp::ZoneReset | ReqOp::ZoneResetAll => {
+            let all = rq.op() == ReqOp::ZoneResetAll;
+            *cmd = zns::zone_mgmt_send(nsid, ns.lba(rq.sector()), ZoneAction::Reset, all);
+            Ok(())
+        }
+        ReqOp::ZoneOpen | ReqOp::ZoneClose | ReqOp::ZoneFinish => {
+            let action = match rq.op() {
+                ReqOp::ZoneOpen => ZoneAction::Open,
+                ReqOp::ZoneClose => ZoneAction::Close,
+                _ => ZoneAction::Finish,
+            };
+            *cmd = zns::zone_mgmt_send(nsid, ns.lba(rq.sector()), action, false);
+            Ok(())
+        }
         ReqOp::Other(_) => Err(BlkStatus::NotSupp),
+    }
+}
+
+/// A Zone Append that succeeded: the request's position becomes where the device wrote
+/// the data (completion dwords 0 and 1, a logical block), for the submitter.
+#[inline]
+fn zone_append_done(rq: &Owned<'_, NvmeBlk>) {
+    if rq.op() == ReqOp::ZoneAppend {
+        let ns = rq.disk();
+        rq.set_sector(rq.data().result() << ((ns.lba_shift() - 9) & 31));
     }
 }
 

@@ -13,6 +13,7 @@ use crate::{
         quirks::QuirkParamError,
         regs::CapError,
         smart::Warnings,
+        zns::ZnsError,
     },
 };
 use kernel::fmt::{Display, Formatter, Result};
@@ -29,7 +30,14 @@ macro_rules! forward_display {
     };
 }
 
-forward_display!(Status, IdentifyError, CmdError, CapError, Warnings);
+forward_display!(
+    Status,
+    IdentifyError,
+    CmdError,
+    CapError,
+    Warnings,
+    ZnsError
+);
 
 impl<const N: usize> Display for AsciiField<N> {
     fn fmt(&self, f: &mut Formatter<'_>) -> Result {

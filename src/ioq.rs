@@ -180,7 +180,7 @@ impl<'b> IoQueue<'b> {
         match claimed {
             Some(rq) => {
                 let status = cqe.status();
-                rq.data().set_completion(status, cqe.result);
+                rq.data().set_completion(status, cqe.result, cqe.dw1);
                 if status.is_success() {
                     rq.complete_batched(batch);
                 } else {

@@ -5,7 +5,7 @@
 use crate::{
     ioctl::NsChar,
     kernel_ext::{
-        block::mq::{Limits, ReqOp, MAX_SEGMENTS},
+        block::mq::{Limits, ReqOp, ZonedLimits, MAX_SEGMENTS},
         chardev::CharDev,
     },
     spec::{
@@ -15,6 +15,7 @@ use crate::{
         quirks::Quirks,
         regs::Cap,
     },
+    zns::Zoned,
 };
 use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::Relaxed};
 use kernel::{
@@ -55,6 +56,8 @@ pub(crate) enum Unservable {
     Metadata,
     /// Its logical block size is larger than the block layer takes.
     BlockTooLarge,
+    /// Its zones are larger than the block layer takes (4 billion sectors).
+    ZoneTooLarge,
 }
 
 impl kernel::fmt::Display for Unservable {
@@ -68,6 +71,7 @@ impl kernel::fmt::Display for Unservable {
                     "its logical block size is larger than the block layer takes"
                 }
             }
+            Unservable::ZoneTooLarge => "its zones are larger than the block layer takes",
         })
     }
 }
@@ -112,18 +116,29 @@ pub(crate) struct Namespace<'b> {
     quirks: Quirks,
     /// The namespace's generic character device (`/dev/rng<C>n<N>`), removed with the disk.
     generic: Option<Pin<KBox<CharDev<NsChar>>>>,
+    /// A zoned namespace's zones (`None`: not zoned). Fixed for the disk's life: a zoned
+    /// namespace whose zones change gets a new disk.
+    zoned: Option<Zoned>,
 }
 
 impl<'b> Namespace<'b> {
-    /// Checks that the namespace's format is one we can serve; says why not otherwise.
+    /// Checks that the namespace's format (and a zoned one's zones) is one we can serve;
+    /// says why not otherwise.
     pub(crate) fn new(
         pdev: &'b pci::Device<Bound>,
         ctrl: &IdentifyController,
         nsid: u32,
         id: IdentifyNamespace,
         quirks: Quirks,
+        zoned: Option<Zoned>,
     ) -> core::result::Result<Self, Unservable> {
         servable(&id)?;
+        if let Some(z) = zoned {
+            let sectors = z.info.zone_blocks.checked_shl(u32::from(id.lbaf.lbads) - 9);
+            if sectors.is_none_or(|s| s > u64::from(u32::MAX)) {
+                return Err(Unservable::ZoneTooLarge);
+            }
+        }
         Ok(Self {
             pdev,
             nsid,
@@ -137,7 +152,23 @@ impl<'b> Namespace<'b> {
             crdt: ctrl.crdt,
             quirks,
             generic: None,
+            zoned,
         })
+    }
+
+    /// A zoned namespace's zones.
+    pub(crate) fn zoned(&self) -> Option<&Zoned> {
+        self.zoned.as_ref()
+    }
+
+    /// Writes fail: a zoned namespace on a controller without Zone Append, as C's.
+    pub(crate) fn read_only(&self) -> bool {
+        self.zoned.is_some_and(|z| !z.append)
+    }
+
+    /// The first logical block of 512-byte sector `sector` (a zone's start: whole blocks).
+    pub(crate) fn lba(&self, sector: u64) -> u64 {
+        sector >> ((self.lba_shift() - 9) & 31)
     }
 
     /// Whether the namespace, identified again as `id`, still has the format the disk was
@@ -301,9 +332,21 @@ impl<'b> Namespace<'b> {
             } else {
                 0
             },
-            chunk_sectors: self.chunk_sectors(max_sectors),
+            // A zoned disk's zone size, which requests never cross.
+            chunk_sectors: match self.zoned {
+                Some(z) => (z.info.zone_blocks << to_sectors) as u32,
+                None => self.chunk_sectors(max_sectors),
+            },
             io_min: bs,
             io_opt: 0,
+            zoned: self.zoned.map(|z| ZonedLimits {
+                max_open_zones: z.info.max_open,
+                max_active_zones: z.info.max_active,
+                // ZASL, within what one command carries (as MDTS when there is none).
+                max_zone_append_sectors: z
+                    .append_limit
+                    .map_or(max_sectors, |b| (b >> 9).min(u64::from(max_sectors)) as u32),
+            }),
         }
     }
 

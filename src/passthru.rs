@@ -20,7 +20,7 @@ use crate::{
     ctrl::Shared,
     ioctl::CtrlLink,
     kernel_ext::{
-        block::mq::{PrivateIo, UserData},
+        block::mq::{PrivateData, PrivateIo},
         chardev::capable_sys_admin,
         uring_cmd::{issue, FixedBuf, Queued, UringCmd, CMD_FIXED},
     },
@@ -356,7 +356,7 @@ pub(crate) fn io_ioctl(
     admit(s, &c, Some(nsid), caller, io_limit(s, vec))?;
     let data = user_data(&c, vec);
     let (status, result) = run_io(s, nsid, &c, data)?;
-    write_result(arg, layout, u64::from(result))?;
+    write_result(arg, layout, result)?;
     Ok(status as isize)
 }
 
@@ -370,12 +370,12 @@ fn io_limit(s: &Shared<'_>, vec: bool) -> u32 {
     }
 }
 
-fn user_data(c: &PassthruCmd, vec: bool) -> UserData<'static> {
+fn user_data(c: &PassthruCmd, vec: bool) -> PrivateData<'static> {
     let addr = c.addr as usize;
     match (c.data_len, vec) {
-        (0, _) => UserData::None,
-        (count, true) => UserData::Vec { addr, count },
-        (len, false) => UserData::Buf { addr, len },
+        (0, _) => PrivateData::None,
+        (count, true) => PrivateData::Vec { addr, count },
+        (len, false) => PrivateData::Buf { addr, len },
     }
 }
 
@@ -393,7 +393,7 @@ pub(crate) fn submit_io(s: &Shared<'_>, nsid: u32, caller: Caller, arg: usize) -
 }
 
 /// Runs an I/O command on namespace `nsid`'s queues; returns (status, result).
-fn run_io(s: &Shared<'_>, nsid: u32, c: &PassthruCmd, data: UserData<'_>) -> Result<(i32, u32)> {
+fn run_io(s: &Shared<'_>, nsid: u32, c: &PassthruCmd, data: PrivateData<'_>) -> Result<(i32, u64)> {
     let mut cmd = c.command();
     cmd.dw[1] = nsid;
     let disks = s.disks.lock();
@@ -487,7 +487,7 @@ pub(crate) fn ns_uring_cmd(
         let to_device = c.direction() == Direction::ToDevice;
         let mut fixed = import_fixed(&cmd, &c, vec, to_device, issue_flags)?;
         let data = match &mut fixed {
-            Some(f) => UserData::Fixed(f),
+            Some(f) => PrivateData::Fixed(f),
             None => user_data(&c, vec),
         };
         let command = c.command();

@@ -135,7 +135,7 @@ fn cancel_in_flight(set: &TagSetRef<'_, NvmeBlk>, status: Status) {
     set.for_each_in_flight(&mut |rq| {
         // Unless an interrupt handler (or a poller) got its completion entry first.
         if let Some(rq) = rq.try_claim() {
-            rq.data().set_completion(status, 0);
+            rq.data().set_completion(status, 0, 0);
             rq.complete();
         }
     });

@@ -27,6 +27,7 @@ use crate::{
         ns_ids::{csi, NsIds, NsKind},
         quirks::Quirks,
     },
+    zns::{self, Zoned, ZonedError},
 };
 use kernel::{page::PAGE_SHIFT, prelude::*, sync::Arc};
 
@@ -130,8 +131,25 @@ impl<'b> Shared<'b> {
                 }
             };
             let (ids, listed) = self.namespace_ids(nsid, &nid);
-            let hidden = match ids.kind(self.hw.multi_css(), listed) {
+            let zoned_disks = cfg!(CONFIG_BLK_DEV_ZONED);
+            let mut zoned = None;
+            let hidden = match ids.kind(self.hw.multi_css(), listed, zoned_disks) {
                 NsKind::Block => false,
+                NsKind::Zoned => match zns::query(&self.hw, nsid, &nid) {
+                    Ok(z) => {
+                        zoned = Some(z);
+                        false
+                    }
+                    // As C: a zoned namespace rnvme cannot serve keeps its generic device.
+                    Err(ZonedError::Unsupported(e)) => {
+                        dev_warn!(
+                            self.hw.pdev.as_ref(),
+                            "rnvme{inst}n{nsid}: {e}: no block device, passthrough through /dev/rng{inst}n{nsid} only\n"
+                        );
+                        true
+                    }
+                    Err(ZonedError::Command(e)) => return Err(e),
+                },
                 NsKind::Passthrough => {
                     dev_info!(
                         self.hw.pdev.as_ref(),
@@ -150,7 +168,8 @@ impl<'b> Shared<'b> {
                     continue;
                 }
             };
-            let mut ns = match Namespace::new(self.hw.pdev, id, nsid, nid, self.hw.quirks()) {
+            let quirks = self.hw.quirks();
+            let mut ns = match Namespace::new(self.hw.pdev, id, nsid, nid, quirks, zoned) {
                 Ok(ns) => ns,
                 Err(why) => {
                     dev_warn!(
@@ -182,6 +201,7 @@ impl<'b> Shared<'b> {
             // A hidden disk has no capacity to show (as C's).
             let (sectors, bs) = (if hidden { 0 } else { ns.sectors() }, ns.block_size());
             let zeroes = ns.deallocate_reads_zeroes();
+            let read_only = ns.read_only();
             let private = DiskLink {
                 ctrl: self.link.clone(),
                 nsid,
@@ -198,6 +218,7 @@ impl<'b> Shared<'b> {
                 sectors,
                 parent: self.hw.pdev.as_ref(),
                 hidden,
+                read_only,
                 data: ns,
                 private,
             };
@@ -208,7 +229,7 @@ impl<'b> Shared<'b> {
             }
             dev_info!(
                 self.hw.pdev.as_ref(),
-                "rnvme{inst}n{nsid}: {} MiB, {} byte blocks{}{}\n",
+                "rnvme{inst}n{nsid}: {} MiB, {} byte blocks{}{}{}\n",
                 sectors >> 11,
                 bs,
                 if id.has_volatile_write_cache() {
@@ -220,8 +241,15 @@ impl<'b> Shared<'b> {
                     ", deallocated blocks read as zeroes"
                 } else {
                     ""
-                }
+                },
+                ZonedDisplay(zoned, bs)
             );
+            if read_only {
+                dev_warn!(
+                    self.hw.pdev.as_ref(),
+                    "rnvme{inst}n{nsid}: Zone Append not supported for this zoned namespace: read-only\n"
+                );
+            }
         }
         Ok(())
     }
@@ -288,6 +316,24 @@ impl<'b> Shared<'b> {
                 return false;
             }
         };
+        if let Some(old) = ns.zoned() {
+            // Zones are fixed for a disk's life: a zoned namespace whose format or zones
+            // changed gets a new disk (from the scan that removes this one).
+            // A failed Identify keeps the disk as it is, as for other namespaces.
+            let same = ns.same_format(&nid)
+                && match zns::query(&self.hw, nsid, &nid) {
+                    Ok(z) => z == *old,
+                    Err(ZonedError::Command(_)) => true,
+                    Err(ZonedError::Unsupported(_)) => false,
+                };
+            if !same {
+                dev_info!(
+                    self.hw.dev(),
+                    "rnvme{inst}n{nsid}: zoned namespace changed: its disk is made anew\n"
+                );
+            }
+            return same;
+        }
         if ns.same_format(&nid) {
             return true;
         }
@@ -381,5 +427,23 @@ impl<'b> Shared<'b> {
             return Err(EBUSY);
         }
         self.scan_namespaces()
+    }
+}
+
+/// ", zoned: N zones of X MiB" for a zoned disk's log line (nothing for another).
+struct ZonedDisplay(Option<Zoned>, u32);
+
+impl kernel::fmt::Display for ZonedDisplay {
+    fn fmt(&self, f: &mut kernel::fmt::Formatter<'_>) -> kernel::fmt::Result {
+        match self.0 {
+            Some(z) => write!(
+                f,
+                ", zoned: {} KiB zones, {} open, {} active at most (0: no limit)",
+                (z.info.zone_blocks * u64::from(self.1)) >> 10,
+                z.info.max_open,
+                z.info.max_active
+            ),
+            None => Ok(()),
+        }
     }
 }

@@ -34,6 +34,8 @@ pub(crate) mod cns {
     pub(crate) const ACTIVE_NS_LIST: u8 = 0x02;
     /// Namespace Identification Descriptor list.
     pub(crate) const NS_DESC_LIST: u8 = 0x03;
+    /// I/O Command Set specific Identify Namespace (CSI in CDW11).
+    pub(crate) const CS_NAMESPACE: u8 = 0x05;
     /// I/O Command Set specific Identify Controller (CSI 00h: the NVM command set).
     pub(crate) const CS_CONTROLLER: u8 = 0x06;
 

@@ -82,6 +82,9 @@ pub(crate) mod sc {
     pub(crate) const INVALID_QID: u8 = 0x01;
     pub(crate) const INVALID_QSIZE: u8 = 0x02;
     pub(crate) const INVALID_VECTOR: u8 = 0x08;
+    /// Zoned Namespace command set (SCT 1): Too Many Active Zones, Too Many Open Zones.
+    pub(crate) const ZONE_TOO_MANY_ACTIVE: u8 = 0xbd;
+    pub(crate) const ZONE_TOO_MANY_OPEN: u8 = 0xbe;
     /// Media errors (SCT 2).
     pub(crate) const WRITE_FAULT: u8 = 0x80;
     pub(crate) const READ_ERROR: u8 = 0x81;
@@ -106,6 +109,11 @@ pub(crate) enum BlockError {
     ReservationConflict,
     /// Path or transport error: ENOLINK.
     Transport,
+    /// A zoned namespace's limit of open zones was reached (`BLK_STS_ZONE_OPEN_RESOURCE`:
+    /// ETOOMANYREFS).
+    ZoneOpenResource,
+    /// Its limit of active zones was reached (`BLK_STS_ZONE_ACTIVE_RESOURCE`: EOVERFLOW).
+    ZoneActiveResource,
     /// Anything else: EIO.
     Io,
 }
@@ -131,6 +139,10 @@ impl Status {
             (StatusType::Generic, sc::INVALID_OPCODE | sc::INVALID_FIELD | sc::INVALID_NS) => {
                 BlockError::NotSupported
             }
+            (StatusType::CommandSpecific, sc::ZONE_TOO_MANY_ACTIVE) => {
+                BlockError::ZoneActiveResource
+            }
+            (StatusType::CommandSpecific, sc::ZONE_TOO_MANY_OPEN) => BlockError::ZoneOpenResource,
             // Reservation Conflict.
             (StatusType::Generic, 0x83) => BlockError::ReservationConflict,
             // Compare Failure is a media status too.

@@ -49,6 +49,8 @@ pub(crate) mod csi {
 pub(crate) enum NsKind {
     /// A block device (and its generic device).
     Block,
+    /// A zoned block device (and its generic device).
+    Zoned,
     /// Only the generic device, for passthrough: the command set has no block device in
     /// rnvme (C: `nvme_update_ns_info_generic`, a hidden disk).
     Passthrough,
@@ -60,14 +62,16 @@ impl NsIds {
     /// What to make of the namespace, as C's `nvme_scan_ns` and `nvme_update_ns_info`:
     /// `multi_css` when the controller runs every I/O command set it has (CC.CSS = 110b),
     /// `listed` when its descriptor list was read (a controller running several command
-    /// sets must say each namespace's there). Zoned namespaces get no block device here yet.
-    pub(crate) fn kind(&self, multi_css: bool, listed: bool) -> NsKind {
+    /// sets must say each namespace's there). Zoned namespaces are zoned disks where the
+    /// kernel has zoned block devices (`zoned_disks`), else only generic devices.
+    pub(crate) fn kind(&self, multi_css: bool, listed: bool, zoned_disks: bool) -> NsKind {
         if multi_css && listed && !self.csi_reported {
             return NsKind::Skip;
         }
         match self.csi {
             csi::NVM => NsKind::Block,
             _ if !multi_css => NsKind::Skip,
+            csi::ZONED if zoned_disks => NsKind::Zoned,
             _ => NsKind::Passthrough,
         }
     }

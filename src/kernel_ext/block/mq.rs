@@ -48,14 +48,16 @@ mod operations;
 mod private;
 mod request;
 mod tag_set;
+mod zoned;
 
 pub(crate) use completion::CompletionBatch;
 pub(crate) use dma_map::{Mapping, MAX_SEGMENTS};
 pub(crate) use gen_disk::{DiskRef, Limits, NewDisk};
 pub(crate) use operations::{Operations, Timeout};
-pub(crate) use private::{PrivateIo, UserData};
+pub(crate) use private::{PrivateData, PrivateIo};
 pub(crate) use request::{Dispatched, Owned, ReqOp, Request};
 pub(crate) use tag_set::{QueueTags, TagSet, TagSetRef, Tags};
+pub(crate) use zoned::{Zone, ZoneReporter, ZonedDisk, ZonedLimits};
 
 /// `blk_status_t` values (include/linux/blk_types.h; `#define`s bindgen cannot see). Upstream
 /// candidate.
@@ -72,4 +74,8 @@ pub(crate) enum BlkStatus {
     Protection = 8,
     Resource = 9,
     IoErr = 10,
+    /// A zoned device's limit of open zones was reached.
+    ZoneOpenResource = 14,
+    /// A zoned device's limit of active zones was reached.
+    ZoneActiveResource = 15,
 }

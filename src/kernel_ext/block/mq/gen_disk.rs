@@ -3,7 +3,7 @@
 //! A disk on a tag set: its `gendisk`, queue limits and block device operations (upstream:
 //! `kernel::block::mq::gen_disk`).
 
-use super::{dma_map::MAX_SEGMENTS, Operations, TagSet};
+use super::{dma_map::MAX_SEGMENTS, zoned, Operations, TagSet, ZonedLimits};
 use crate::kernel_ext::{
     device_raw,
     sync::MemallocNoio,
@@ -42,10 +42,12 @@ pub(crate) struct Limits {
     pub(crate) max_discard_segments: u16,
     pub(crate) discard_granularity: u32,
     pub(crate) max_write_zeroes_sectors: u32,
-    /// A boundary requests do not cross, in sectors (0: none).
+    /// A boundary requests do not cross, in sectors (0: none); a zoned disk's zone size.
     pub(crate) chunk_sectors: u32,
     pub(crate) io_min: u32,
     pub(crate) io_opt: u32,
+    /// A zoned disk's limits (`None`: not zoned).
+    pub(crate) zoned: Option<ZonedLimits>,
 }
 
 impl Limits {
@@ -79,6 +81,7 @@ impl Limits {
         lim.chunk_sectors = self.chunk_sectors;
         lim.io_min = self.io_min;
         lim.io_opt = self.io_opt;
+        ZonedLimits::apply(self.zoned, lim);
     }
 }
 
@@ -96,6 +99,8 @@ impl<T: Operations> DiskOps<T> {
         // The NVMe passthrough structures have the same layout for 32-bit callers.
         compat_ioctl: Some(Self::ioctl),
         free_disk: Some(Self::free_disk),
+        // Only called for zoned disks.
+        report_zones: Some(zoned::report_zones::<T>),
         ..pin_init::zeroed()
     };
 
@@ -284,7 +289,14 @@ impl<'s, 'a, T: Operations> DiskRef<'s, 'a, T> {
         }
         // SAFETY: frozen above.
         unsafe { bindings::blk_mq_unfreeze_queue_nomemrestore(q) };
-        ret
+        ret?;
+        if limits.zoned.is_some() {
+            // The zones may have changed with the format; read them again, unfrozen (the
+            // report goes through the queue).
+            // SAFETY: the disk is live and zoned, its capacity set.
+            unsafe { zoned::revalidate(disk) }?;
+        }
+        Ok(())
     }
 }
 
@@ -302,6 +314,8 @@ pub(crate) struct NewDisk<'n, 'a, T: Operations> {
     /// Hidden (`GENHD_FL_HIDDEN`): no block device, no partitions, no events; its queue
     /// still carries driver-private requests.
     pub(crate) hidden: bool,
+    /// Read-only (`set_disk_ro`): writes fail.
+    pub(crate) read_only: bool,
     pub(crate) data: T::DiskData<'a>,
     pub(crate) private: T::Private,
 }
@@ -314,6 +328,7 @@ impl<'a, T: Operations> GenDisk<'a, T> {
             sectors,
             parent,
             hidden,
+            read_only,
             data,
             private,
         } = new;
@@ -373,8 +388,19 @@ impl<'a, T: Operations> GenDisk<'a, T> {
                 (*disk).flags |= bindings::GENHD_FL_HIDDEN as c_int;
             }
             bindings::set_capacity(disk, sectors);
+            bindings::set_disk_ro(disk, read_only);
         }
-        let added = fault.and_then(|()| {
+        // A zoned disk's zones are read before it is added (as C's `nvme_update_ns_info`):
+        // the block layer tracks their write pointers from the first write on. A hidden
+        // disk has no capacity, hence no zones.
+        let zones = if limits.zoned.is_some() && sectors != 0 {
+            // SAFETY: the disk is allocated and zoned, its capacity set, its private data
+            // in place for `report_zones`.
+            unsafe { zoned::revalidate(disk) }
+        } else {
+            Ok(())
+        };
+        let added = zones.and(fault).and_then(|()| {
             // SAFETY: `disk` is fully set up (its private data too, which the attributes
             // read); `parent` is a bound device; `groups` is null or points into `attrs`,
             // which lives until after the disk is deleted (invariant).

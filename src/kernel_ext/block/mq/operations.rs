@@ -6,7 +6,7 @@
 use super::{
     request::{rq_to_pdu, Dispatched, Owned, Pdu, CLAIM_CLOSED},
     tag_set::SetHeader,
-    BlkStatus, Request, TagSetRef, Tags,
+    BlkStatus, Request, TagSetRef, Tags, ZoneReporter, ZonedDisk,
 };
 use crate::kernel_ext::sysfs::SysfsBuf;
 use core::{
@@ -69,6 +69,17 @@ pub(crate) trait Operations: Sized + 'static {
     /// its second result. Upstream candidate.
     fn private_outcome(_rq: &Self::Rq, ok: bool) -> (i32, u64) {
         (if ok { 0 } else { EIO.to_errno() }, 0)
+    }
+    /// Reports the zones of zoned disk `disk` from the one holding `sector`, at most
+    /// `nr_zones`, to `to`; returns how many it reported. May sleep (process context, the
+    /// disk's queue not frozen). Upstream candidate.
+    fn report_zones(
+        _disk: &ZonedDisk<'_, Self>,
+        _sector: u64,
+        _nr_zones: u32,
+        _to: &mut ZoneReporter<'_>,
+    ) -> Result<u32> {
+        Err(EOPNOTSUPP)
     }
     /// An ioctl on the disk's block device that the block layer does not handle itself;
     /// `writable` says whether the device was opened for writing, `partition` whether it is

@@ -49,6 +49,14 @@ pub(crate) enum ReqOp {
     DrvIn,
     /// A driver-private command from user space: data to the device.
     DrvOut,
+    /// A write at a zone's write pointer, wherever it is: the device says where the data
+    /// went ([`Owned::set_sector`]).
+    ZoneAppend,
+    ZoneReset,
+    ZoneResetAll,
+    ZoneOpen,
+    ZoneClose,
+    ZoneFinish,
     Other(u32),
 }
 
@@ -127,6 +135,12 @@ impl<T: Operations> Request<T> {
             bindings::req_op_REQ_OP_WRITE_ZEROES => ReqOp::WriteZeroes,
             bindings::req_op_REQ_OP_DRV_IN => ReqOp::DrvIn,
             bindings::req_op_REQ_OP_DRV_OUT => ReqOp::DrvOut,
+            bindings::req_op_REQ_OP_ZONE_APPEND => ReqOp::ZoneAppend,
+            bindings::req_op_REQ_OP_ZONE_RESET => ReqOp::ZoneReset,
+            bindings::req_op_REQ_OP_ZONE_RESET_ALL => ReqOp::ZoneResetAll,
+            bindings::req_op_REQ_OP_ZONE_OPEN => ReqOp::ZoneOpen,
+            bindings::req_op_REQ_OP_ZONE_CLOSE => ReqOp::ZoneClose,
+            bindings::req_op_REQ_OP_ZONE_FINISH => ReqOp::ZoneFinish,
             other => ReqOp::Other(other),
         }
     }
@@ -367,6 +381,15 @@ impl<'r, T: Operations> Owned<'r, T> {
     /// device is done with the data. Upstream candidate.
     pub(crate) fn unmap_data(&self, dev: &Device<Bound>) {
         self.0.unmap_data(dev);
+    }
+
+    /// Sets where a [`ReqOp::ZoneAppend`] wrote its data (512-byte sectors), which the block
+    /// layer hands to the submitter when the request ends (C: `nvme_end_req_zoned`). Upstream
+    /// candidate.
+    pub(crate) fn set_sector(&self, sector: u64) {
+        // SAFETY: the request is the driver's until it ends it (type invariant); the block
+        // layer reads the position only when it is ended.
+        unsafe { (*self.raw()).__sector = sector };
     }
 
     /// Ends the request with `status`. Upstream: `Request::end_ok`, which only ends with
