@@ -730,6 +730,7 @@ fn namespace_discard_granularity() {
         lbaf_index: 0,
         extended_lba: false,
         dlfeat: 0,
+        dps: 0,
         nawupf: 0,
         npwg: 0,
         npwa: 0,
@@ -1281,5 +1282,162 @@ mod zns {
         );
         // Zone Invalid Write: an I/O error.
         assert_eq!(Status(1 << 8 | 0xbc).block_error(), Some(BlockError::Io));
+    }
+}
+
+/// Issue 17 item 2: metadata formats, their integrity profiles and the protection fields of
+/// commands, as C's nvme_configure_metadata, nvme_init_integrity and nvme_setup_rw.
+mod pi {
+    use crate::spec::pi::*;
+
+    #[test]
+    fn guard_from_extended_formats() {
+        let mut b = vec![0u8; 4096];
+        // Format 0: 16-bit guard; 1: 64-bit (PIF 2); 2: a storage tag; 3: PIF 3 (QPIF).
+        b[12 + 4..12 + 8].copy_from_slice(&(2u32 << 7).to_le_bytes());
+        b[12 + 8..12 + 12].copy_from_slice(&8u32.to_le_bytes());
+        b[12 + 12..12 + 16].copy_from_slice(&(3u32 << 7 | 2 << 9).to_le_bytes());
+        assert_eq!(guard_from_nvm_ns(&b, 0), Guard::Crc16);
+        assert_eq!(guard_from_nvm_ns(&b, 1), Guard::Crc64);
+        assert_eq!(guard_from_nvm_ns(&b, 2), Guard::Unsupported);
+        // Without QPIFS in PIC, PIF 3 is not a format the block layer has.
+        assert_eq!(guard_from_nvm_ns(&b, 3), Guard::Unsupported);
+        b[8] = 1 << 3;
+        assert_eq!(guard_from_nvm_ns(&b, 3), Guard::Crc64);
+        assert_eq!(guard_from_nvm_ns(&b[..100], 1), Guard::Crc16);
+    }
+
+    #[test]
+    fn metadata_formats_and_modes() {
+        // ms=8, no PI: opaque metadata, a "nop" profile.
+        let m = Metadata::new(8, false, 0, Guard::Crc16);
+        assert!(!m.has_pi());
+        let Mode::Integrity(p) = m.mode(true) else {
+            panic!()
+        };
+        assert_eq!(
+            (p.csum, p.metadata_size, p.tag_size, p.ref_tag),
+            (0, 8, 0, false)
+        );
+        assert_eq!(m.mode(false), Mode::Unservable);
+        // ms=8, type 1: T10-DIF-TYPE1-CRC; PRACT without integrity support.
+        let m = Metadata::new(8, false, 1, Guard::Crc16);
+        assert!(m.has_pi());
+        assert_eq!(
+            m.mode(true),
+            Mode::Integrity(Profile {
+                csum: CSUM_CRC,
+                metadata_size: 8,
+                pi_tuple_size: 8,
+                pi_offset: 0,
+                tag_size: 2,
+                ref_tag: true
+            })
+        );
+        assert_eq!(m.mode(false), Mode::Pract);
+        // Extended LBAs: the block layer cannot give interleaved metadata.
+        assert_eq!(
+            Metadata::new(8, true, 1, Guard::Crc16).mode(true),
+            Mode::Pract
+        );
+        assert_eq!(
+            Metadata::new(16, true, 1, Guard::Crc16).mode(true),
+            Mode::Unservable
+        );
+        // ms=16, type 3, PI last: offset 8, tag space 6.
+        let m = Metadata::new(16, false, 3, Guard::Crc16);
+        let Mode::Integrity(p) = m.mode(true) else {
+            panic!()
+        };
+        assert_eq!((p.pi_offset, p.tag_size, p.ref_tag), (8, 6, false));
+        // PI first (DPS bit 3): offset 0.
+        let Mode::Integrity(p) = Metadata::new(16, false, 1 | 8, Guard::Crc16).mode(true) else {
+            panic!()
+        };
+        assert_eq!(p.pi_offset, 0);
+        // 64-bit guard: 16 bytes of PI, CRC64.
+        let m = Metadata::new(16, false, 1, Guard::Crc64);
+        assert!(m.has_pi());
+        let Mode::Integrity(p) = m.mode(true) else {
+            panic!()
+        };
+        assert_eq!((p.csum, p.pi_tuple_size), (CSUM_CRC64, 16));
+        // Metadata too small for its PI, reserved types, unsupported guards: opaque.
+        assert_eq!(Metadata::new(8, false, 1, Guard::Crc64).pi_type, 0);
+        assert_eq!(Metadata::new(8, false, 5, Guard::Crc16).pi_type, 0);
+        assert_eq!(Metadata::new(8, false, 1, Guard::Unsupported).pi_type, 0);
+        // More metadata than the block layer's profile holds (one byte).
+        assert_eq!(
+            Metadata::new(256, false, 0, Guard::Crc16).mode(true),
+            Mode::Unservable
+        );
+        assert_eq!(
+            Metadata::new(0, false, 1, Guard::Crc16).mode(true),
+            Mode::Plain
+        );
+        assert_eq!(Metadata::new(8, false, 1, Guard::Crc16).bytes(8), 64);
+    }
+
+    #[test]
+    fn command_fields() {
+        let t1 = Metadata::new(8, false, 1, Guard::Crc16);
+        let slba = 0x1_2345_6789;
+        // PRACT and the reference tag (low 32 bits of the LBA).
+        assert_eq!(
+            t1.rw_fields(slba, None, false),
+            PiFields {
+                cdw12: prinfo::PRACT,
+                cdw3: 0,
+                cdw14: 0x2345_6789,
+                cdw15: 0
+            }
+        );
+        let all = Checks {
+            guard: true,
+            reftag: true,
+            apptag: Some(0xbeef),
+        };
+        assert_eq!(
+            t1.rw_fields(slba, Some(all), true),
+            PiFields {
+                cdw12: prinfo::PRCHK_GUARD
+                    | prinfo::PRCHK_REF
+                    | prinfo::APPEND_PIREMAP
+                    | prinfo::PRCHK_APP,
+                cdw3: 0,
+                cdw14: 0x2345_6789,
+                cdw15: 0xffff_beef
+            }
+        );
+        assert_eq!(
+            t1.rw_fields(slba, Some(Checks::default()), false),
+            PiFields::default()
+        );
+        // 64-bit guard: a 48-bit reference tag, its upper 16 bits in CDW3.
+        let t1_64 = Metadata::new(16, false, 1, Guard::Crc64);
+        let f = t1_64.rw_fields(0xabcd_1234_5678_9abc, None, false);
+        assert_eq!((f.cdw3, f.cdw14), (0x1234, 0x5678_9abc));
+        // Type 3: no reference tag.
+        let t3 = Metadata::new(8, false, 3, Guard::Crc16);
+        assert_eq!(t3.rw_fields(slba, None, false).cdw14, 0);
+        // Write Zeroes: PRACT for PI-only formats, nothing otherwise.
+        assert_eq!(t1.write_zeroes_fields(7).cdw12, prinfo::PRACT);
+        assert_eq!(
+            Metadata::new(16, false, 1, Guard::Crc16).write_zeroes_fields(7),
+            PiFields::default()
+        );
+    }
+
+    #[test]
+    fn invalid_pi_is_a_protection_error() {
+        use crate::spec::completion::{BlockError, Status};
+        assert_eq!(
+            Status(1 << 8 | 0x81).block_error(),
+            Some(BlockError::Protection)
+        );
+        assert_eq!(
+            Status(2 << 8 | 0x82).block_error(),
+            Some(BlockError::Protection)
+        );
     }
 }

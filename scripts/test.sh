@@ -434,8 +434,11 @@ for flavour in $FLAVOURS; do
 	# Polled queues (io_uring IOPOLL) without interrupts.
 	run_vm "poll-$flavour" "$flavour" --ctrls 2 --backend image --image-dir "$img/poll" \
 		--size 64M --timeout $T -- 'sh /guest/poll.sh'
-	# A namespace formatted with metadata is skipped, not mis-sized.
-	run_vm "meta-$flavour" "$flavour" --ctrls 1 --ns-args ms=8 --timeout $T \
+	# Metadata and protection information: eight formats, rnvme beside the C driver.
+	run_vm "meta-$flavour" "$flavour" --ctrls 2 --ns 8 --backend image --size 64M \
+		--ns-extra 1:ms=8,pi=1 --ns-extra 2:ms=8,pi=3 --ns-extra 3:ms=16,pi=1,pif=2 \
+		--ns-extra 4:ms=16,pi=1 --ns-extra 5:ms=16,pi=2,pil=1 --ns-extra 6:ms=8 \
+		--ns-extra 7:ms=8,mset=1,pi=1 --ns-extra 8:ms=8,mset=1 --timeout $T \
 		-- 'sh /guest/meta.sh'
 	run_vm "lba4k-$flavour" "$flavour" --ctrls 1 --lba 4096 --backend image --timeout $T \
 		--image-dir "$img/lba4k" --size 256M -- "LBA=4096 $SPECIAL_ENV sh /guest/io.sh"

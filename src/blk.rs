@@ -27,6 +27,7 @@ use crate::{
     spec::{
         command::{dsm_range, io_cid, io_opcode, Command, DSM_MAX_RANGES},
         completion::{BlockError, Status},
+        pi::{Checks, Metadata, PiFields},
         prp, sgl,
         zns::{self, ZoneAction},
     },
@@ -312,6 +313,9 @@ fn build_command(
             };
             // `cmd` is the zeroed command of `queue_rq`.
             cmd.set_rw(opcode, nsid, slba, nlb, rq.fua());
+            if let Some(meta) = ns.metadata() {
+                return protected_rw(q, ns, meta, rq, cmd, slba, nlb, false);
+            }
             map_data(q, ns, rq, cmd, false)
         }
         ReqOp::WriteZeroes if ns.zeroes_by_deallocate() => {
@@ -333,6 +337,10 @@ fn build_command(
                 return Err(BlkStatus::IoErr);
             }
             *cmd = Command::write_zeroes(nsid, slba, nlb);
+            if let Some(meta) = ns.metadata() {
+                // The controller writes the protection information (PRACT).
+                set_pi(cmd, meta.write_zeroes_fields(slba));
+            }
             Ok(())
         }
         ReqOp::Discard => {
@@ -363,18 +371,24 @@ fn build_command(
         ReqOp::DrvIn | ReqOp::DrvOut => {
             *cmd = rq.data().passthru();
             if rq.bytes() == 0 {
-                Ok(())
-            } else {
-                // Passthrough buffers may be longer than the command's transfer (nvme-cli
-                // passes its whole buffer): PRPs allow that, SGLs do not (SGL Length
-                // Invalid).
-                map_data(q, ns, rq, cmd, true)
+                return Ok(());
             }
+            // Passthrough buffers may be longer than the command's transfer (nvme-cli
+            // passes its whole buffer): PRPs allow that, SGLs do not (SGL Length Invalid).
+            map_data(q, ns, rq, cmd, true)?;
+            if rq.has_integrity() {
+                // The user's metadata buffer, its length the user's.
+                map_metadata(ns, rq, cmd, None)?;
+            }
+            Ok(())
         }
         ReqOp::ZoneAppend => {
             // SLBA is the zone's start; the completion says where the data went.
             let (slba, nlb) = ns.blocks(rq.sector(), rq.bytes()).ok_or(BlkStatus::IoErr)?;
             cmd.set_rw(zns::opcode::ZONE_APPEND, nsid, slba, nlb, rq.fua());
+            if let Some(meta) = ns.metadata() {
+                return protected_rw(q, ns, meta, rq, cmd, slba, nlb, true);
+            }
             map_data(q, ns, rq, cmd, false)
         }
         ReqOp::ZoneReset | ReqOp::ZoneResetAll => {
@@ -402,6 +416,78 @@ fn zone_append_done(rq: &Owned<'_, NvmeBlk>) {
     if rq.op() == ReqOp::ZoneAppend {
         let ns = rq.disk();
         rq.set_sector(rq.data().result() << ((ns.lba_shift() - 9) & 31));
+    }
+}
+
+/// A Read, Write or Zone Append (`append`) of `nlb` blocks at `slba` on a namespace with
+/// metadata `meta`: the protection fields, then the data and the metadata mapped, as C's
+/// `nvme_setup_rw` and `nvme_map_metadata`. Without the block layer's metadata (a disk
+/// without an integrity profile, or a read it does not verify) the controller inserts and
+/// strips the protection information; other metadata cannot be made up.
+#[allow(clippy::too_many_arguments)]
+fn protected_rw(
+    q: &IoQueue<'_>,
+    ns: &Namespace<'_>,
+    meta: &Metadata,
+    rq: &Dispatched<'_, NvmeBlk>,
+    cmd: &mut Command,
+    slba: u64,
+    nlb: u32,
+    append: bool,
+) -> Result<(), BlkStatus> {
+    let checks = rq.integrity_checks().map(|c| Checks {
+        guard: c.guard,
+        reftag: c.reftag,
+        apptag: c.apptag,
+    });
+    if checks.is_none() && !meta.has_pi() {
+        return Err(BlkStatus::NotSupp);
+    }
+    set_pi(cmd, meta.rw_fields(slba, checks, append));
+    map_data(q, ns, rq, cmd, false)?;
+    if checks.is_some() {
+        map_metadata(ns, rq, cmd, Some(meta.bytes(nlb)))?;
+    }
+    Ok(())
+}
+
+/// ORs protection fields into a command.
+fn set_pi(cmd: &mut Command, f: PiFields) {
+    cmd.dw[12] |= f.cdw12;
+    cmd.dw[3] |= f.cdw3;
+    cmd.dw[14] |= f.cdw14;
+    cmd.dw[15] |= f.cdw15;
+}
+
+/// Maps the request's metadata (its data is mapped) and points the command's metadata
+/// pointer at it; `expected`: the length it must have (block I/O). On failure the data is
+/// unmapped too.
+fn map_metadata(
+    ns: &Namespace<'_>,
+    rq: &Dispatched<'_, NvmeBlk>,
+    cmd: &mut Command,
+    expected: Option<u64>,
+) -> Result<(), BlkStatus> {
+    let dev = ns.dma_dev();
+    match rq.map_metadata(dev) {
+        // The metadata pointer is one buffer of implicit length, dword aligned.
+        Ok((addr, len)) if addr & 3 == 0 && expected.is_none_or(|e| e == u64::from(len)) => {
+            cmd.set_mptr(addr);
+            Ok(())
+        }
+        Ok((_, len)) => {
+            rq.unmap_data(dev);
+            ns.log_metadata_error(rq.sector(), len);
+            Err(BlkStatus::IoErr)
+        }
+        Err(e) => {
+            rq.unmap_data(dev);
+            if e == ENOMEM {
+                Err(map_failed(ns, rq))
+            } else {
+                Err(BlkStatus::IoErr)
+            }
+        }
     }
 }
 

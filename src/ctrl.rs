@@ -37,6 +37,7 @@ use crate::{
         command::{cns, Command},
         effects::{EffectsLog, LOG_CMD_EFFECTS, LOG_CMD_EFFECTS_SIZE, LPA_CMD_EFFECTS},
         identify::{IdentifyController, IdentifyControllerNvm},
+        pi::Metadata,
         quirks::Quirks,
         regs::{self as r, Cap},
     },
@@ -417,12 +418,22 @@ impl<'b> Shared<'b> {
         ns::max_transfer(&self.id, self.hw.cap, self.hw.dma_opt)
     }
 
-    /// log2 of namespace `nsid`'s block size, if it has a disk.
-    pub(crate) fn lba_shift(&self, nsid: u32) -> Option<u32> {
+    /// log2 of namespace `nsid`'s block size and its metadata format, if it has a disk.
+    pub(crate) fn ns_format(&self, nsid: u32) -> Option<(u32, Option<Metadata>)> {
         let disks = self.disks.lock();
         let ts = disks.as_ref()?;
-        let shift = ts.find_disk(|ns| ns.nsid() == nsid)?.data().lba_shift();
-        Some(shift)
+        let d = ts.find_disk(|ns| ns.nsid() == nsid)?;
+        Some((d.data().lba_shift(), d.data().metadata().copied()))
+    }
+
+    /// Metadata bytes per block of namespace `nsid`'s metadata buffers (0: none, or no
+    /// disk).
+    pub(crate) fn integrity_size(&self, nsid: u32) -> u8 {
+        let disks = self.disks.lock();
+        disks
+            .as_ref()
+            .and_then(|ts| ts.find_disk(|ns| ns.nsid() == nsid))
+            .map_or(0, |d| d.data().integrity_size())
     }
 }
 

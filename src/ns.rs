@@ -5,13 +5,14 @@
 use crate::{
     ioctl::NsChar,
     kernel_ext::{
-        block::mq::{Limits, ReqOp, ZonedLimits, MAX_SEGMENTS},
+        block::mq::{Integrity, Limits, ReqOp, ZonedLimits, MAX_SEGMENTS},
         chardev::CharDev,
     },
     spec::{
         command::DSM_MAX_RANGES,
         completion::Status,
         identify::{retry_delay_ms, IdentifyController, IdentifyControllerNvm, IdentifyNamespace},
+        pi::{Metadata, Mode},
         quirks::Quirks,
         regs::Cap,
     },
@@ -52,7 +53,8 @@ pub(crate) const MAX_BLOCK_SIZE: usize = if cfg!(CONFIG_TRANSPARENT_HUGEPAGE) {
 /// Why a namespace cannot be served; `Display` says it for the log.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Unservable {
-    /// Its LBA format carries metadata.
+    /// Its LBA format carries metadata the block layer cannot provide nor the controller
+    /// make up.
     Metadata,
     /// Its logical block size is larger than the block layer takes.
     BlockTooLarge,
@@ -63,7 +65,13 @@ pub(crate) enum Unservable {
 impl kernel::fmt::Display for Unservable {
     fn fmt(&self, f: &mut kernel::fmt::Formatter<'_>) -> kernel::fmt::Result {
         f.write_str(match self {
-            Unservable::Metadata => "its LBA format carries metadata, which rnvme does not support",
+            Unservable::Metadata => {
+                if cfg!(CONFIG_BLK_DEV_INTEGRITY) {
+                    "its metadata is interleaved with the data (or over 255 bytes) and is not protection information alone"
+                } else {
+                    "its metadata is not protection information alone (other metadata needs CONFIG_BLK_DEV_INTEGRITY)"
+                }
+            }
             Unservable::BlockTooLarge => {
                 if MAX_BLOCK_SIZE == PAGE_SIZE {
                     "its logical block size is larger than the page size (the block layer takes larger ones with CONFIG_TRANSPARENT_HUGEPAGE)"
@@ -76,15 +84,28 @@ impl kernel::fmt::Display for Unservable {
     }
 }
 
-/// Whether a namespace identified as `id` has a format we can serve; says why not.
+/// How a namespace of metadata format `meta` is served: with the block layer's integrity
+/// support where the kernel has it.
+pub(crate) fn metadata_mode(meta: &Metadata) -> Mode {
+    meta.mode(cfg!(CONFIG_BLK_DEV_INTEGRITY))
+}
+
+/// Whether a namespace identified as `id` has a block size we can serve; says why not.
+/// (Its metadata is judged by [`metadata_mode`]: a namespace whose metadata cannot be
+/// served still has its generic device.)
 pub(crate) fn servable(id: &IdentifyNamespace) -> core::result::Result<(), Unservable> {
-    if id.lbaf.ms != 0 {
-        return Err(Unservable::Metadata);
-    }
     if id.block_size() as usize > MAX_BLOCK_SIZE {
         return Err(Unservable::BlockTooLarge);
     }
     Ok(())
+}
+
+/// How a namespace is served, beyond its Identify data: a zoned namespace's zones, its
+/// metadata format, and whether its disk is hidden (no block I/O, only its generic device).
+pub(crate) struct Serving {
+    pub(crate) zoned: Option<Zoned>,
+    pub(crate) meta: Metadata,
+    pub(crate) hidden: bool,
 }
 
 /// One namespace exposed as a disk.
@@ -119,6 +140,11 @@ pub(crate) struct Namespace<'b> {
     /// A zoned namespace's zones (`None`: not zoned). Fixed for the disk's life: a zoned
     /// namespace whose zones change gets a new disk.
     zoned: Option<Zoned>,
+    /// The metadata format (`None`: no metadata). Fixed for the disk's life, as zones.
+    meta: Option<Metadata>,
+    /// The block layer's integrity profile for it (`None`: no metadata buffers; with
+    /// `meta`, the controller inserts and strips protection information).
+    integrity: Option<Integrity>,
 }
 
 impl<'b> Namespace<'b> {
@@ -130,8 +156,13 @@ impl<'b> Namespace<'b> {
         nsid: u32,
         id: IdentifyNamespace,
         quirks: Quirks,
-        zoned: Option<Zoned>,
+        how: Serving,
     ) -> core::result::Result<Self, Unservable> {
+        let Serving {
+            zoned,
+            meta,
+            hidden,
+        } = how;
         servable(&id)?;
         if let Some(z) = zoned {
             let sectors = z.info.zone_blocks.checked_shl(u32::from(id.lbaf.lbads) - 9);
@@ -153,7 +184,31 @@ impl<'b> Namespace<'b> {
             quirks,
             generic: None,
             zoned,
+            meta: (meta.ms != 0).then_some(meta),
+            integrity: match metadata_mode(&meta) {
+                Mode::Integrity(p) if !hidden => Some(Integrity {
+                    csum: p.csum,
+                    metadata_size: p.metadata_size,
+                    pi_tuple_size: p.pi_tuple_size,
+                    pi_offset: p.pi_offset,
+                    tag_size: p.tag_size,
+                    ref_tag: p.ref_tag,
+                }),
+                _ => None,
+            },
         })
+    }
+
+    /// The metadata format, if the namespace has metadata.
+    #[inline]
+    pub(crate) fn metadata(&self) -> Option<&Metadata> {
+        self.meta.as_ref()
+    }
+
+    /// Metadata bytes per block the block layer provides (0: none): what passthrough may
+    /// carry.
+    pub(crate) fn integrity_size(&self) -> u8 {
+        self.integrity.map_or(0, |i| i.metadata_size)
     }
 
     /// A zoned namespace's zones.
@@ -339,6 +394,7 @@ impl<'b> Namespace<'b> {
             },
             io_min: bs,
             io_opt: 0,
+            integrity: self.integrity,
             zoned: self.zoned.map(|z| ZonedLimits {
                 max_open_zones: z.info.max_open,
                 max_active_zones: z.info.max_active,
@@ -375,6 +431,16 @@ impl<'b> Namespace<'b> {
             sector,
             bytes,
             waited_ms
+        );
+    }
+
+    pub(crate) fn log_metadata_error(&self, sector: u64, bytes: u32) {
+        dev_err!(
+            self.pdev.as_ref(),
+            "nsid {}: request at sector {}: its metadata ({} bytes) is not one dword-aligned buffer of its blocks' metadata\n",
+            self.nsid,
+            sector,
+            bytes
         );
     }
 

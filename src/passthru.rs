@@ -28,7 +28,7 @@ use crate::{
     spec::{
         access::{access, Access, Target},
         effects,
-        passthru::{self as pt, Direction, Layout, PassthruCmd, UserIo},
+        passthru::{self as pt, Direction, Layout, PassthruCmd, UserIo, UserIoMeta},
         prp,
     },
 };
@@ -107,7 +107,12 @@ fn admit(
         None => Target::Controller,
     };
     check(access(c.opcode, c.cdw10_15[0], target, caller.writable))?;
-    c.validate(limit).map_err(|e| {
+    // Metadata buffers only for a namespace that has them (looked up only when given).
+    let ms = match want_nsid {
+        Some(nsid) if c.metadata_buffer().is_some() => s.integrity_size(nsid),
+        _ => 0,
+    };
+    c.validate(limit, ms).map_err(|e| {
         pr_debug!("rnvme: passthrough refused: {}\n", e.as_str());
         EINVAL
     })
@@ -379,6 +384,11 @@ fn user_data(c: &PassthruCmd, vec: bool) -> PrivateData<'static> {
     }
 }
 
+/// The user's metadata buffer of an I/O command, which [`admit`] checked.
+fn user_metadata(c: &PassthruCmd) -> Option<(usize, u32)> {
+    c.metadata_buffer().map(|(addr, len)| (addr as usize, len))
+}
+
 /// `NVME_IOCTL_SUBMIT_IO`: a read or write of the disk's namespace.
 pub(crate) fn submit_io(s: &Shared<'_>, nsid: u32, caller: Caller, arg: usize) -> Result<isize> {
     let mut raw = [0u8; pt::USER_IO_SIZE];
@@ -386,8 +396,13 @@ pub(crate) fn submit_io(s: &Shared<'_>, nsid: u32, caller: Caller, arg: usize) -
         .reader()
         .read_slice(&mut raw)?;
     let io = UserIo::parse(&raw).ok_or(EINVAL)?;
-    let lba_shift = s.lba_shift(nsid).ok_or(ENODEV)?;
-    let c = io.to_passthru(nsid, lba_shift).map_err(|_| EINVAL)?;
+    let (lba_shift, meta) = s.ns_format(nsid).ok_or(ENODEV)?;
+    let meta = meta.map_or(UserIoMeta::default(), |m| UserIoMeta {
+        ms: m.ms,
+        pi_only: m.has_pi(),
+        extended: m.extended,
+    });
+    let c = io.to_passthru(nsid, lba_shift, meta).map_err(|_| EINVAL)?;
     admit(s, &c, Some(nsid), caller, s.max_data())?;
     run_io(s, nsid, &c, user_data(&c, false)).map(|(status, _)| status as isize)
 }
@@ -408,6 +423,7 @@ fn run_io(s: &Shared<'_>, nsid: u32, c: &PassthruCmd, data: PrivateData<'_>) -> 
             timeout_ms: c.timeout_ms,
             nowait: false,
             polled: false,
+            metadata: user_metadata(c),
         },
         |rq| rq.set_passthru(&cmd),
         |rq| (rq.status(), rq.result()),
@@ -502,6 +518,7 @@ pub(crate) fn ns_uring_cmd(
             timeout_ms: c.timeout_ms,
             nowait: issue_flags & issue::NONBLOCK != 0,
             polled: issue_flags & issue::IOPOLL != 0,
+            metadata: user_metadata(&c),
         };
         cmd.queue_with(|ctx| {
             // SAFETY: `ctx` is the command `queue_with` queued, handed over once.

@@ -18,13 +18,14 @@ use crate::{
         block::mq::{DiskRef, NewDisk},
         chardev::CharDev,
     },
-    ns::{servable, Namespace},
+    ns::{metadata_mode, servable, Namespace, Serving, Unservable},
     params,
     spec::{
         command::{cns, Command},
         effects,
         identify::{self, IdentifyController, IdentifyNamespace, NS_LIST_MAX},
         ns_ids::{csi, NsIds, NsKind},
+        pi::{self, Guard, Metadata, Mode},
         quirks::Quirks,
     },
     zns::{self, Zoned, ZonedError},
@@ -168,8 +169,26 @@ impl<'b> Shared<'b> {
                     continue;
                 }
             };
+            let meta = self.metadata(nsid, &nid);
+            let hidden = hidden
+                || if metadata_mode(&meta) == Mode::Unservable {
+                    dev_warn!(
+                        self.hw.pdev.as_ref(),
+                        "rnvme{inst}n{nsid}: {}: no block device, passthrough through /dev/rng{inst}n{nsid} only\n",
+                        Unservable::Metadata
+                    );
+                    true
+                } else {
+                    false
+                };
             let quirks = self.hw.quirks();
-            let mut ns = match Namespace::new(self.hw.pdev, id, nsid, nid, quirks, zoned) {
+            let how = Serving {
+                zoned,
+                meta,
+                hidden,
+            };
+            let new = Namespace::new(self.hw.pdev, id, nsid, nid, quirks, how);
+            let mut ns = match new {
                 Ok(ns) => ns,
                 Err(why) => {
                     dev_warn!(
@@ -202,6 +221,7 @@ impl<'b> Shared<'b> {
             let (sectors, bs) = (if hidden { 0 } else { ns.sectors() }, ns.block_size());
             let zeroes = ns.deallocate_reads_zeroes();
             let read_only = ns.read_only();
+            let meta_shown = ns.metadata().map(|m| (*m, ns.integrity_size() != 0));
             let private = DiskLink {
                 ctrl: self.link.clone(),
                 nsid,
@@ -229,7 +249,7 @@ impl<'b> Shared<'b> {
             }
             dev_info!(
                 self.hw.pdev.as_ref(),
-                "rnvme{inst}n{nsid}: {} MiB, {} byte blocks{}{}{}\n",
+                "rnvme{inst}n{nsid}: {} MiB, {} byte blocks{}{}{}{}\n",
                 sectors >> 11,
                 bs,
                 if id.has_volatile_write_cache() {
@@ -242,7 +262,8 @@ impl<'b> Shared<'b> {
                 } else {
                     ""
                 },
-                ZonedDisplay(zoned, bs)
+                ZonedDisplay(zoned, bs),
+                MetaDisplay(meta_shown)
             );
             if read_only {
                 dev_warn!(
@@ -293,6 +314,36 @@ impl<'b> Shared<'b> {
         (ids, listed)
     }
 
+    /// Namespace `nsid`'s metadata format (`nid`: its Identify Namespace data), as C's
+    /// `nvme_configure_metadata`: the guard of its protection information from the NVM
+    /// Command Set Identify Namespace data where the controller has extended LBA formats
+    /// (else, or if that cannot be read, a 16-bit guard).
+    fn metadata(&self, nsid: u32, nid: &IdentifyNamespace) -> Metadata {
+        let (ms, cns_1_0) = (nid.lbaf.ms, self.hw.quirks().has(Quirks::IDENTIFY_CNS));
+        let guard = if ms != 0
+            && self.id.elbas()
+            && cns::supported(self.hw.regs.vs(), cns::CS_NAMESPACE, cns_1_0)
+        {
+            match self
+                .hw
+                .try_admin_read(Command::identify(cns::CS_NAMESPACE, nsid, 0))
+            {
+                Ok(data) => pi::guard_from_nvm_ns(&data, nid.lbaf_index),
+                Err(e) => {
+                    dev_warn!(
+                        self.hw.dev(),
+                        "rnvme{}n{nsid}: Identify Namespace (NVM) failed: {e}: 16-bit guard assumed\n",
+                        self.hw.instance
+                    );
+                    Guard::Crc16
+                }
+            }
+        } else {
+            Guard::Crc16
+        };
+        Metadata::new(ms, nid.extended_lba, nid.dps, guard)
+    }
+
     /// Identifies the namespace of disk `d` again and applies a changed format or size to
     /// the disk in place. Returns false if the disk must go: the namespace is no longer
     /// valid or its new format is one we cannot serve. A failed Identify keeps the disk as
@@ -316,6 +367,15 @@ impl<'b> Shared<'b> {
                 return false;
             }
         };
+        let meta = self.metadata(nsid, &nid);
+        if ns.metadata().copied() != (meta.ms != 0).then_some(meta) {
+            // Fixed for a disk's life, as zones.
+            dev_info!(
+                self.hw.dev(),
+                "rnvme{inst}n{nsid}: metadata format changed: its disk is made anew\n"
+            );
+            return false;
+        }
         if let Some(old) = ns.zoned() {
             // Zones are fixed for a disk's life: a zoned namespace whose format or zones
             // changed gets a new disk (from the scan that removes this one).
@@ -445,5 +505,27 @@ impl kernel::fmt::Display for ZonedDisplay {
             ),
             None => Ok(()),
         }
+    }
+}
+
+/// ", N-byte metadata ..." for a disk's log line (nothing without metadata): its protection
+/// information, and whether the block layer provides it (else the controller inserts and
+/// strips it).
+struct MetaDisplay(Option<(Metadata, bool)>);
+
+impl kernel::fmt::Display for MetaDisplay {
+    fn fmt(&self, f: &mut kernel::fmt::Formatter<'_>) -> kernel::fmt::Result {
+        let Some((m, buffers)) = self.0 else {
+            return Ok(());
+        };
+        write!(f, ", {}-byte metadata", m.ms)?;
+        if m.pi_type != 0 {
+            let guard = if m.guard64 { 64 } else { 16 };
+            write!(f, ", PI type {} ({guard}-bit guard)", m.pi_type)?;
+        }
+        if !buffers {
+            f.write_str(", inserted and stripped by the controller")?;
+        }
+        Ok(())
     }
 }

@@ -120,6 +120,7 @@ pub(crate) fn report_zones(
             timeout_ms: 0,
             nowait: false,
             polled: false,
+            metadata: None,
         };
         let status = disk.execute_private(io, |rq| rq.set_passthru(&cmd), |rq| rq.status())?;
         if !status.is_success() {

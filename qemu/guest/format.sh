@@ -9,7 +9,9 @@
 # 512-byte blocks at once and data written in the new format is where a command in LBA
 # units finds it (it used to keep 4096 and send SLBA/NLB in the old units: wrong data).
 # Formatted behind rnvme's back (through the C driver), a rescan revalidates the disk.
-# Formatted to a format rnvme cannot serve (metadata), the disk goes; back, it returns.
+# Formatted with metadata, the disk is made anew with an integrity profile; formatted to a
+# format rnvme cannot serve (interleaved metadata without PI), the disk goes (the generic
+# device stays); back, it returns.
 . /guest/lib.sh
 
 R=/dev/rnvme0 C=/dev/nvme0
@@ -81,11 +83,19 @@ dd if=/tmp/c of=${C}n1 bs=4k seek=8 count=16 oflag=direct 2>/dev/null
 dd if=${R}n1 of=/tmp/c.r bs=4k skip=8 count=16 iflag=direct 2>/dev/null
 same data_after_rescan /tmp/c /tmp/c.r
 
-# --- a format rnvme cannot serve removes the disk; the format back adds it ---------------
+# --- metadata: a new disk with its profile; one rnvme cannot serve removes the disk ------
 check format_with_metadata nvme format $R -n 1 -l 1 -f
+require_disk disk_with_metadata ${R}n1
+expect_eq metadata_disk_profile nop "$(cat /sys/block/rnvme0n1/integrity/format 2>&1)"
+pattern m
+dd if=/tmp/m of=${R}n1 bs=4k seek=4 count=16 oflag=direct 2>/dev/null
+dd if=${R}n1 of=/tmp/m.r bs=4k skip=4 count=16 iflag=direct 2>/dev/null
+same data_with_metadata /tmp/m /tmp/m.r
+check format_interleaved_metadata nvme format $R -n 1 -l 1 -m 1 -f
 if wait_for 10 test ! -b ${R}n1; then pass unservable_format_removes_disk; else
 	fail unservable_format_removes_disk "${R}n1 still there, $(blockdev --getss ${R}n1)-byte blocks"
 fi
+check unservable_keeps_generic_device test -c /dev/rng0n1
 check format_back_to_512 nvme format $R -n 1 -l 0 -f
 require_disk disk_back_after_format ${R}n1
 expect_eq block_size_back "512" "$(blockdev --getss ${R}n1)"

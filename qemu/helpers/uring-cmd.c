@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * uring-cmd [-c CTRL] [-i] [-f] [-p] [-r] [-u] DEV MODE [sum]: sends one NVMe passthrough
+ * uring-cmd [-c CTRL] [-i] [-f] [-p] [-r] [-u] [-m LEN] DEV MODE [sum]: sends one NVMe passthrough
  * command and prints its completion, "res=<res> res2=<res2>". By default through io_uring
  * (IORING_OP_URING_CMD) on the namespace generic device DEV, admin commands on CTRL (the
  * controller's device; DEV without -c).
@@ -10,6 +10,8 @@
  *   -p  a polled ring (IORING_SETUP_IOPOLL)
  *   -r  DEV and CTRL opened read-only
  *   -u  without CAP_SYS_ADMIN (dropped from the effective set first)
+ *   -m  a metadata buffer of LEN bytes (read: printed as " meta=<hex>" after the rest;
+ *       write: a pattern of LEN bytes)
  * Modes, I/O on DEV's namespace:
  *   read     a 4 KiB read of LBA 0 (res 0)
  *   small    the same on a ring without 128-byte SQEs and 32-byte CQEs
@@ -65,6 +67,8 @@
 #endif
 
 static char buf[4096] __attribute__((aligned(4096)));
+static unsigned char meta[4096] __attribute__((aligned(64)));
+static unsigned meta_len;
 
 static void drop_sys_admin(void)
 {
@@ -91,6 +95,11 @@ static void print(long long res, unsigned long long res2, int sum)
 			s = s * 31 + (unsigned char)buf[i];
 		printf(" sum=%llu", s);
 	}
+	if (meta_len) {
+		printf(" meta=");
+		for (unsigned i = 0; i < meta_len; i++)
+			printf("%02x", meta[i]);
+	}
 	printf("\n");
 }
 
@@ -99,7 +108,7 @@ int main(int argc, char **argv)
 	const char *ctrl = NULL;
 	int use_ioctl = 0, fixed = 0, polled = 0, rdonly = 0, opt;
 
-	while ((opt = getopt(argc, argv, "c:ifpru")) != -1) {
+	while ((opt = getopt(argc, argv, "c:ifprum:")) != -1) {
 		switch (opt) {
 		case 'c': ctrl = optarg; break;
 		case 'i': use_ioctl = 1; break;
@@ -107,6 +116,11 @@ int main(int argc, char **argv)
 		case 'p': polled = 1; break;
 		case 'r': rdonly = 1; break;
 		case 'u': drop_sys_admin(); break;
+		case 'm':
+			meta_len = strtoul(optarg, NULL, 0);
+			if (meta_len > sizeof(meta))
+				goto usage;
+			break;
 		default: goto usage;
 		}
 	}
@@ -210,6 +224,13 @@ int main(int argc, char **argv)
 		c.addr = (uintptr_t)iov;
 		c.data_len = 2;
 	}
+	if (meta_len) {
+		c.metadata = (uintptr_t)meta;
+		c.metadata_len = meta_len;
+		if (c.opcode & 1)
+			for (unsigned i = 0; i < meta_len; i++)
+				meta[i] = (unsigned char)(0xa5 ^ i);
+	}
 	if (admin) {
 		op = vec ? NVME_URING_CMD_ADMIN_VEC : NVME_URING_CMD_ADMIN;
 		target = cfd;
@@ -300,6 +321,7 @@ int main(int argc, char **argv)
 	__atomic_store_n(cq_head, head + 1, __ATOMIC_RELEASE);
 	return 0;
 usage:
-	fprintf(stderr, "usage: %s [-c CTRL] [-i] [-f] [-p] [-r] [-u] DEV MODE [sum]\n", argv[0]);
+	fprintf(stderr, "usage: %s [-c CTRL] [-i] [-f] [-p] [-r] [-u] [-m LEN] DEV MODE [sum]\n",
+		argv[0]);
 	return 2;
 }

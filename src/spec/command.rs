@@ -118,6 +118,12 @@ impl Command {
         self
     }
 
+    /// Sets the Metadata Pointer (CDW4-5): one buffer of the command's metadata.
+    pub(crate) fn set_mptr(&mut self, addr: u64) {
+        self.dw[4] = addr as u32;
+        self.dw[5] = (addr >> 32) as u32;
+    }
+
     /// Sets PRP entry 1 and 2 in place.
     pub(crate) fn set_prp(&mut self, prp1: u64, prp2: u64) {
         self.dw[6] = prp1 as u32;

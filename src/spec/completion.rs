@@ -82,6 +82,8 @@ pub(crate) mod sc {
     pub(crate) const INVALID_QID: u8 = 0x01;
     pub(crate) const INVALID_QSIZE: u8 = 0x02;
     pub(crate) const INVALID_VECTOR: u8 = 0x08;
+    /// NVM command set (SCT 1): Invalid Protection Information.
+    pub(crate) const INVALID_PI: u8 = 0x81;
     /// Zoned Namespace command set (SCT 1): Too Many Active Zones, Too Many Open Zones.
     pub(crate) const ZONE_TOO_MANY_ACTIVE: u8 = 0xbd;
     pub(crate) const ZONE_TOO_MANY_OPEN: u8 = 0xbe;
@@ -149,8 +151,10 @@ impl Status {
             (StatusType::MediaError, sc::WRITE_FAULT | sc::READ_ERROR | 0x85 | 0x86 | 0x87) => {
                 BlockError::Medium
             }
-            // End-to-end guard, application tag and reference tag check errors.
-            (StatusType::MediaError, 0x82..=0x84) => BlockError::Protection,
+            // End-to-end guard, application tag and reference tag check errors, and
+            // protection fields the namespace's format does not allow.
+            (StatusType::MediaError, 0x82..=0x84)
+            | (StatusType::CommandSpecific, sc::INVALID_PI) => BlockError::Protection,
             // As the C driver: a command the host took back is an I/O error, not a path one.
             (StatusType::PathRelated, sc::HOST_ABORTED) => BlockError::Io,
             (StatusType::PathRelated, _) => BlockError::Transport,

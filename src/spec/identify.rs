@@ -148,9 +148,17 @@ pub(crate) struct IdentifyController {
     pub(crate) vwc: u8,
     /// SGL Support.
     pub(crate) sgls: u32,
+    /// Controller Attributes.
+    pub(crate) ctratt: u32,
 }
 
 impl IdentifyController {
+    /// Extended LBA Formats Supported (CTRATT bit 15): the NVM Command Set Identify
+    /// Namespace data says each format's protection information format.
+    pub(crate) fn elbas(&self) -> bool {
+        self.ctratt & (1 << 15) != 0
+    }
+
     /// Parses and validates an Identify Controller data structure.
     pub(crate) fn parse(b: &[u8]) -> Result<Self, IdentifyError> {
         if b.len() < IDENTIFY_SIZE {
@@ -182,6 +190,7 @@ impl IdentifyController {
             oncs: le16(b, 520),
             vwc: b[525],
             sgls: le32(b, 536),
+            ctratt: le32(b, 96),
         };
         // Bits 3:0 are the required (minimum) size, bits 7:4 the maximum, as powers of two.
         let ok = |v: u8, want: u8| (v & 0xf) <= want && (v >> 4) >= want;
@@ -273,6 +282,8 @@ pub(crate) struct IdentifyNamespace {
     pub(crate) extended_lba: bool,
     /// Deallocate Logical Block Features: what reading a deallocated block returns.
     pub(crate) dlfeat: u8,
+    /// End-to-end Data Protection Type Settings: PI type (bits 2:0), PI first (bit 3).
+    pub(crate) dps: u8,
     /// Namespace Atomic Write Unit Power Fail (0's based), valid when NSFEAT bit 1 is set.
     pub(crate) nawupf: u16,
     /// Preferred write granularity (0's based), valid when NSFEAT bit 4 is set.
@@ -329,6 +340,7 @@ impl IdentifyNamespace {
             lbaf_index: index,
             extended_lba: flbas & 0x10 != 0,
             dlfeat: b[33],
+            dps: b[29],
             nawupf: le16(b, 36),
             npwg: le16(b, 64),
             npwa: le16(b, 66),

@@ -16,6 +16,7 @@ pub(crate) mod event;
 pub(crate) mod identify;
 pub(crate) mod ns_ids;
 pub(crate) mod passthru;
+pub(crate) mod pi;
 pub(crate) mod prp;
 pub(crate) mod quirks;
 pub(crate) mod regs;

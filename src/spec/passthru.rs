@@ -97,8 +97,11 @@ impl Layout {
 pub(crate) enum PassthruError {
     /// `flags` is not zero (fused operations and the like are not offered).
     Flags,
-    /// A metadata buffer was given: rnvme only serves formats without metadata.
+    /// A metadata buffer for a namespace without metadata buffers (no integrity profile),
+    /// or for an admin command.
     Metadata,
+    /// A metadata buffer smaller than the metadata of the blocks the command moves.
+    MetadataTooShort,
     /// Data length without a buffer address.
     NoBuffer,
     /// More data than one command may move (MDTS, and the driver's own bound).
@@ -113,7 +116,8 @@ impl PassthruError {
     pub(crate) fn as_str(self) -> &'static str {
         match self {
             PassthruError::Flags => "flags must be 0",
-            PassthruError::Metadata => "metadata buffers are not supported",
+            PassthruError::Metadata => "metadata buffers need a namespace formatted with metadata",
+            PassthruError::MetadataTooShort => "metadata buffer shorter than the blocks' metadata",
             PassthruError::NoBuffer => "data length without a buffer",
             PassthruError::TooLong => "data length exceeds the maximum transfer size",
             PassthruError::Bidirectional => "bidirectional commands are not supported",
@@ -202,14 +206,33 @@ impl PassthruCmd {
         }
     }
 
+    /// The metadata buffer (address, length) the command carries, as C takes it: with data
+    /// only, and both given.
+    pub(crate) fn metadata_buffer(&self) -> Option<(u64, u32)> {
+        (self.data_len != 0 && self.metadata != 0 && self.metadata_len != 0)
+            .then_some((self.metadata, self.metadata_len))
+    }
+
     /// Checks what the driver can carry out; `max_data` is the most bytes one command may
-    /// move.
-    pub(crate) fn validate(&self, max_data: u32) -> Result<(), PassthruError> {
+    /// move, `ms` the metadata bytes per block its namespace has buffers for (0: none, or an
+    /// admin command).
+    pub(crate) fn validate(&self, max_data: u32, ms: u8) -> Result<(), PassthruError> {
         if self.flags != 0 {
             return Err(PassthruError::Flags);
         }
-        if self.metadata_len != 0 || self.metadata != 0 {
-            return Err(PassthruError::Metadata);
+        if let Some((_, len)) = self.metadata_buffer() {
+            if ms == 0 {
+                return Err(PassthruError::Metadata);
+            }
+            // The metadata pointer has no length: a read, write, compare or Zone Append
+            // whose buffer is short would have the device go past it (beyond C, which
+            // trusts the caller).
+            let blocks = u64::from(self.cdw10_15[2] & 0xffff) + 1;
+            if matches!(self.opcode, 0x01 | 0x02 | 0x05 | 0x7d)
+                && u64::from(len) < blocks * u64::from(ms)
+            {
+                return Err(PassthruError::MetadataTooShort);
+            }
         }
         if self.data_len != 0 && self.addr == 0 {
             return Err(PassthruError::NoBuffer);
@@ -232,6 +255,17 @@ impl PassthruCmd {
         c.dw[10..16].copy_from_slice(&self.cdw10_15);
         c
     }
+}
+
+/// What `NVME_IOCTL_SUBMIT_IO` needs of a namespace's metadata format.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub(crate) struct UserIoMeta {
+    /// Metadata bytes per block.
+    pub(crate) ms: u16,
+    /// The metadata is protection information alone (PRACT moves none).
+    pub(crate) pi_only: bool,
+    /// Interleaved with the data (extended LBAs).
+    pub(crate) extended: bool,
 }
 
 /// `struct nvme_user_io` (NVME_IOCTL_SUBMIT_IO): a read or write of `nblocks + 1` blocks.
@@ -273,23 +307,43 @@ impl UserIo {
     }
 
     /// The equivalent passthrough command on namespace `nsid` with `lba_shift`-sized blocks
-    /// (as the C driver's `nvme_submit_io`: read, write and compare only).
+    /// and metadata format `meta` (as the C driver's `nvme_submit_io`: read, write and
+    /// compare only; the metadata of the blocks, interleaved with the data for extended
+    /// LBAs, none when the controller inserts and strips PI alone).
     pub(crate) fn to_passthru(
         self,
         nsid: u32,
         lba_shift: u32,
+        meta: UserIoMeta,
     ) -> Result<PassthruCmd, PassthruError> {
         // Read, write, compare (0x05).
         if !matches!(self.opcode, 0x01 | 0x02 | 0x05) || self.rsvd != 0 {
             return Err(PassthruError::UserIo);
         }
-        let bytes = (u64::from(self.nblocks) + 1) << lba_shift;
+        let blocks = u64::from(self.nblocks) + 1;
+        let pract = self.control & (1 << 13) != 0;
+        let mut meta_len = if pract && meta.pi_only {
+            if self.metadata != 0 {
+                return Err(PassthruError::Metadata);
+            }
+            0
+        } else {
+            blocks * u64::from(meta.ms)
+        };
+        let mut bytes = blocks << lba_shift;
+        if meta.extended {
+            bytes += meta_len;
+            meta_len = 0;
+        } else if meta_len != 0 && (self.metadata == 0 || self.metadata & 3 != 0) {
+            return Err(PassthruError::Metadata);
+        }
         let data_len = u32::try_from(bytes).map_err(|_| PassthruError::TooLong)?;
         let mut c = PassthruCmd {
             opcode: self.opcode,
             flags: self.flags,
             nsid,
-            metadata: self.metadata,
+            metadata: if meta_len == 0 { 0 } else { self.metadata },
+            metadata_len: u32::try_from(meta_len).map_err(|_| PassthruError::TooLong)?,
             addr: self.addr,
             data_len,
             ..Default::default()
@@ -343,7 +397,7 @@ mod tests {
         assert_eq!(c.data_len, 4096);
         assert_eq!(c.timeout_ms, 5000);
         assert_eq!(c.direction(), Direction::FromDevice);
-        assert_eq!(c.validate(4096), Ok(()));
+        assert_eq!(c.validate(4096, 0), Ok(()));
         let cmd = c.command();
         assert_eq!(cmd.opcode(), 6);
         assert_eq!(cmd.dw[1], 1);
@@ -355,18 +409,43 @@ mod tests {
     #[test]
     fn refuses_what_it_cannot_do() {
         let ok = PassthruCmd::parse(&identify_bytes()).unwrap();
-        assert_eq!(ok.validate(4095), Err(PassthruError::TooLong));
+        assert_eq!(ok.validate(4095, 0), Err(PassthruError::TooLong));
         let c = PassthruCmd { flags: 1, ..ok };
-        assert_eq!(c.validate(1 << 20), Err(PassthruError::Flags));
+        assert_eq!(c.validate(1 << 20, 0), Err(PassthruError::Flags));
         let c = PassthruCmd {
+            metadata: 0x2000,
             metadata_len: 8,
             ..ok
         };
-        assert_eq!(c.validate(1 << 20), Err(PassthruError::Metadata));
+        assert_eq!(c.validate(1 << 20, 0), Err(PassthruError::Metadata));
+        // With metadata buffers: at least the blocks' metadata for a read (CDW12 NLB 7).
+        let read = PassthruCmd {
+            opcode: 0x02,
+            cdw10_15: [0, 0, 7, 0, 0, 0],
+            metadata_len: 63,
+            ..c
+        };
+        assert_eq!(
+            read.validate(1 << 20, 8),
+            Err(PassthruError::MetadataTooShort)
+        );
+        let read = PassthruCmd {
+            metadata_len: 64,
+            ..read
+        };
+        assert_eq!(read.validate(1 << 20, 8), Ok(()));
+        // Without data, metadata is ignored (as C).
+        let c = PassthruCmd {
+            data_len: 0,
+            addr: 0,
+            ..c
+        };
+        assert_eq!(c.metadata_buffer(), None);
+        assert_eq!(c.validate(1 << 20, 0), Ok(()));
         let c = PassthruCmd { addr: 0, ..ok };
-        assert_eq!(c.validate(1 << 20), Err(PassthruError::NoBuffer));
+        assert_eq!(c.validate(1 << 20, 0), Err(PassthruError::NoBuffer));
         let c = PassthruCmd { opcode: 0x03, ..ok };
-        assert_eq!(c.validate(1 << 20), Err(PassthruError::Bidirectional));
+        assert_eq!(c.validate(1 << 20, 0), Err(PassthruError::Bidirectional));
         // No data: direction bits do not matter, no address needed.
         let c = PassthruCmd {
             opcode: 0x03,
@@ -374,7 +453,7 @@ mod tests {
             addr: 0,
             ..ok
         };
-        assert_eq!(c.validate(0), Ok(()));
+        assert_eq!(c.validate(0, 0), Ok(()));
         assert_eq!(c.direction(), Direction::None);
         let c = PassthruCmd { opcode: 0x09, ..ok };
         assert_eq!(c.direction(), Direction::ToDevice);
@@ -388,7 +467,7 @@ mod tests {
         b[16..24].copy_from_slice(&0x1000u64.to_ne_bytes());
         b[24..32].copy_from_slice(&0x1_0000_0002u64.to_ne_bytes());
         let io = UserIo::parse(&b).unwrap();
-        let c = io.to_passthru(3, 12).unwrap();
+        let c = io.to_passthru(3, 12, UserIoMeta::default()).unwrap();
         assert_eq!(c.nsid, 3);
         assert_eq!(c.data_len, 8 * 4096);
         assert_eq!(c.cdw10_15[0], 2);
@@ -396,15 +475,64 @@ mod tests {
         assert_eq!(c.cdw10_15[2], 7);
         assert_eq!(c.direction(), Direction::FromDevice);
         let flush = UserIo { opcode: 0, ..io };
-        assert_eq!(flush.to_passthru(3, 12), Err(PassthruError::UserIo));
+        assert_eq!(
+            flush.to_passthru(3, 12, UserIoMeta::default()),
+            Err(PassthruError::UserIo)
+        );
         let rsvd = UserIo { rsvd: 1, ..io };
-        assert_eq!(rsvd.to_passthru(3, 12), Err(PassthruError::UserIo));
+        assert_eq!(
+            rsvd.to_passthru(3, 12, UserIoMeta::default()),
+            Err(PassthruError::UserIo)
+        );
         // 65536 blocks of 64 KiB do not fit a 32-bit length.
         let huge = UserIo {
             nblocks: u16::MAX,
             ..io
         };
-        assert_eq!(huge.to_passthru(3, 16), Err(PassthruError::TooLong));
+        assert_eq!(
+            huge.to_passthru(3, 16, UserIoMeta::default()),
+            Err(PassthruError::TooLong)
+        );
+        // Metadata of 8 blocks of 8 bytes, 4-byte aligned; none with PRACT on a PI-only
+        // format (and a pointer is then refused); interleaved for extended LBAs.
+        let meta = UserIoMeta {
+            ms: 8,
+            pi_only: true,
+            extended: false,
+        };
+        let io = UserIo {
+            metadata: 0x4000,
+            ..io
+        };
+        let c = io.to_passthru(3, 12, meta).unwrap();
+        assert_eq!(
+            (c.metadata, c.metadata_len, c.data_len),
+            (0x4000, 64, 8 * 4096)
+        );
+        let odd = UserIo {
+            metadata: 0x4002,
+            ..io
+        };
+        assert_eq!(odd.to_passthru(3, 12, meta), Err(PassthruError::Metadata));
+        let pract = UserIo {
+            control: 1 << 13,
+            ..io
+        };
+        assert_eq!(pract.to_passthru(3, 12, meta), Err(PassthruError::Metadata));
+        let pract = UserIo {
+            metadata: 0,
+            ..pract
+        };
+        assert_eq!(pract.to_passthru(3, 12, meta).unwrap().metadata_len, 0);
+        let ext = UserIoMeta {
+            extended: true,
+            ..meta
+        };
+        let c = io.to_passthru(3, 12, ext).unwrap();
+        assert_eq!(
+            (c.metadata, c.metadata_len, c.data_len),
+            (0, 0, 8 * 4096 + 64)
+        );
     }
 
     #[test]
@@ -419,11 +547,19 @@ mod tests {
                 *x = seed as u8;
             }
             if let Some(c) = PassthruCmd::parse(&b) {
-                let _ = c.validate(seed);
+                let _ = c.validate(seed, seed as u8);
                 let _ = c.command();
             }
             if let Some(io) = UserIo::parse(&b) {
-                let _ = io.to_passthru(1, 9 + seed % 8);
+                let _ = io.to_passthru(
+                    1,
+                    9 + seed % 8,
+                    UserIoMeta {
+                        ms: seed as u16,
+                        pi_only: seed & 1 != 0,
+                        extended: seed & 2 != 0,
+                    },
+                );
             }
         }
     }

@@ -44,6 +44,7 @@
 mod completion;
 mod dma_map;
 mod gen_disk;
+mod integrity;
 mod operations;
 mod private;
 mod request;
@@ -53,6 +54,7 @@ mod zoned;
 pub(crate) use completion::CompletionBatch;
 pub(crate) use dma_map::{Mapping, MAX_SEGMENTS};
 pub(crate) use gen_disk::{DiskRef, Limits, NewDisk};
+pub(crate) use integrity::Integrity;
 pub(crate) use operations::{Operations, Timeout};
 pub(crate) use private::{PrivateData, PrivateIo};
 pub(crate) use request::{Dispatched, Owned, ReqOp, Request};

@@ -137,7 +137,7 @@ impl<T: Operations> Request<T> {
 
     /// The direction of the data: to the device for writes (`op_is_write`, a static inline:
     /// odd operations write).
-    fn dma_dir(&self) -> bindings::dma_data_direction {
+    pub(super) fn dma_dir(&self) -> bindings::dma_data_direction {
         if self.cmd_flags() & 1 != 0 {
             DataDirection::ToDevice
         } else {
@@ -171,9 +171,12 @@ impl<T: Operations> Request<T> {
         )
     }
 
-    /// Undoes [`Self::map_data`]; does nothing if nothing is mapped. Through the tokens of
+    /// Undoes [`Self::map_data`] and [`Self::map_metadata`]; does nothing if nothing is
+    /// mapped. Through the tokens of
     /// the driver that owns the request ([`super::Dispatched`], [`super::Owned`]).
     pub(super) fn unmap_data(&self, dev: &Device<Bound>) {
+        // The metadata first, as C's `nvme_pci_unmap_rq`.
+        self.unmap_metadata(dev);
         let pdu = self.pdu();
         let single_len = pdu.single_len.swap(0, Relaxed);
         if single_len != 0 {

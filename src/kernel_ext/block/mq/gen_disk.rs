@@ -3,7 +3,7 @@
 //! A disk on a tag set: its `gendisk`, queue limits and block device operations (upstream:
 //! `kernel::block::mq::gen_disk`).
 
-use super::{dma_map::MAX_SEGMENTS, zoned, Operations, TagSet, ZonedLimits};
+use super::{dma_map::MAX_SEGMENTS, zoned, Integrity, Operations, TagSet, ZonedLimits};
 use crate::kernel_ext::{
     device_raw,
     sync::MemallocNoio,
@@ -48,6 +48,8 @@ pub(crate) struct Limits {
     pub(crate) io_opt: u32,
     /// A zoned disk's limits (`None`: not zoned).
     pub(crate) zoned: Option<ZonedLimits>,
+    /// The integrity profile of a disk with metadata (`None`: no metadata buffers).
+    pub(crate) integrity: Option<Integrity>,
 }
 
 impl Limits {
@@ -82,6 +84,7 @@ impl Limits {
         lim.io_min = self.io_min;
         lim.io_opt = self.io_opt;
         ZonedLimits::apply(self.zoned, lim);
+        Integrity::apply(self.integrity, lim);
     }
 }
 

@@ -352,6 +352,8 @@ impl<T: Operations> OperationsVTable<T> {
             (&raw mut (*pdu).mapped).write(AtomicU32::new(0));
             // Closed until `Request::start`.
             (&raw mut (*pdu).claim).write(AtomicU8::new(CLAIM_CLOSED));
+            (&raw mut (*pdu).meta_mapped).write(AtomicU32::new(0));
+            (&raw mut (*pdu).meta_sg).write_bytes(0, 1);
             (&raw mut (*pdu).drv).write(T::new_rq());
             (&raw mut (*pdu).sg).write_bytes(0, 1);
         }

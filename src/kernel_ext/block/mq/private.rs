@@ -40,6 +40,9 @@ pub(crate) struct PrivateIo<'b> {
     /// On a polled queue (`REQ_POLLED`): its completion is reaped by polling, not an
     /// interrupt.
     pub(crate) polled: bool,
+    /// User memory for the command's metadata (address, length), with user data only: the
+    /// request's integrity payload (the disk must have an integrity profile).
+    pub(crate) metadata: Option<(usize, u32)>,
 }
 
 /// `REQ_*` flag bits of `cmd_flags`.
@@ -146,6 +149,21 @@ unsafe fn alloc_private<T: Operations>(
         // SAFETY: `rq` is ours and was never issued.
         unsafe { bindings::blk_mq_free_request(rq) };
         return Err(Error::from_errno(ret));
+    }
+    if let Some((addr, len)) = io.metadata.filter(|_| user) {
+        // SAFETY: `rq` is ours, not issued, its user data mapped.
+        if let Err(e) = unsafe { super::integrity::map_user_metadata(rq, addr, len) } {
+            // SAFETY: `rq` is ours and was never issued; its user data chain is unmapped
+            // once.
+            unsafe {
+                let bio = (*rq).bio;
+                if !bio.is_null() {
+                    bindings::blk_rq_unmap_user(bio);
+                }
+                bindings::blk_mq_free_request(rq);
+            }
+            return Err(e);
+        }
     }
     // The user bio chain must be remembered for unmapping: the request's own pointer moves
     // on as it completes.

@@ -74,6 +74,10 @@ pub(super) struct Pdu<T: Operations> {
     /// Who may complete the request in this dispatch: [`CLAIM_CLOSED`] until
     /// [`Request::start`] opens it, then [`CLAIM_TAKEN`] once [`Request::try_claim`] won it.
     pub(super) claim: AtomicU8,
+    /// The metadata scatterlist entry is DMA-mapped (`Request::map_metadata`).
+    pub(super) meta_mapped: AtomicU32,
+    /// The request's metadata: one segment.
+    pub(super) meta_sg: Opaque<bindings::scatterlist>,
     pub(super) drv: T::Rq,
     pub(super) sg: Opaque<[bindings::scatterlist; MAX_SEGMENTS]>,
 }
@@ -306,6 +310,12 @@ impl<'r, T: Operations> Dispatched<'r, T> {
     /// candidate.
     pub(crate) fn map_data(&self, dev: &Device<Bound>) -> Result<Mapping> {
         self.0.map_data(dev)
+    }
+
+    /// Maps the request's metadata for DMA by `dev` (after its data); see
+    /// [`Request::map_metadata`]. Upstream candidate.
+    pub(crate) fn map_metadata(&self, dev: &Device<Bound>) -> Result<(u64, u32)> {
+        self.0.map_metadata(dev)
     }
 
     /// Undoes [`Self::map_data`] (a command that could not be submitted). Upstream
