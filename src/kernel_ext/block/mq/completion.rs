@@ -5,7 +5,7 @@
 
 use super::{
     request::{Claimed, Owned},
-    Operations, Request,
+    Operations, ReqOp, Request,
 };
 use core::marker::PhantomData;
 use kernel::bindings;
@@ -58,13 +58,17 @@ impl<T: Operations> CompletionBatch<T> {
         }
     }
 
-    /// `blk_mq_add_to_batch` (a static inline) for a request without error.
+    /// `blk_mq_add_to_batch` (a static inline) for a request without error: a
+    /// driver-private (passthrough) request with an `end_io` (a waiting ioctl, an io_uring
+    /// command) is batched too, its `end_io` run by the batch, as in C.
     fn add(&mut self, rq: &Request<T>) -> bool {
         let r = rq.raw();
         // SAFETY: `r` is a completed request the driver owns; the list links are ours
         // until the batch ends it.
         unsafe {
-            if (*r).rq_flags & RQF_SCHED_TAGS != 0 || (*r).end_io.is_some() {
+            if (*r).rq_flags & RQF_SCHED_TAGS != 0
+                || (*r).end_io.is_some() && !matches!(rq.op(), ReqOp::DrvIn | ReqOp::DrvOut)
+            {
                 return false;
             }
             // Only this type ever fills `iob`, so `complete` is ours once set.
