@@ -86,10 +86,11 @@ unsafe fn alloc_private<T: Operations>(
     }
     prep(request.data());
     let dir = c_int::from(io.to_device);
-    // SAFETY: `rq` is ours and not issued. User ranges are checked (access_ok) and pinned,
-    // or bounced for the direction of `op`; a registered buffer's pages are held by io_uring
-    // until the command completes; kernel memory is borrowed by `io` until the request ended
-    // (the callers wait for it), and its bio is freed when the request completes.
+    // User ranges are checked (access_ok) and pinned, or bounced for the direction of `op`;
+    // a registered buffer's pages are held by io_uring until the command completes; kernel
+    // memory is borrowed by `io` until the request ended (the callers wait for it), and its
+    // bio is freed when the request completes.
+    // SAFETY: `rq` is ours and not issued; the memory stays valid as said above.
     let (ret, user) = unsafe {
         match io.data {
             PrivateData::Buf { addr, len } => (
