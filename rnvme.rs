@@ -28,6 +28,8 @@ mod ioctl;
 mod ioq;
 #[path = "src/kernel_ext/mod.rs"]
 mod kernel_ext;
+#[path = "src/mpath.rs"]
+mod mpath;
 #[path = "src/ns.rs"]
 mod ns;
 #[path = "src/params.rs"]
@@ -90,6 +92,10 @@ module! {
             default: 0,
             description: "Polled I/O queues per controller, without interrupts, for io_uring IOPOLL (0-1024, capped by CPUs; default 0)",
         },
+        multipath: bool {
+            default: true,
+            description: "A multipath head disk per namespace of a subsystem that may have several controllers, as the nvme driver's native multipath (default true)",
+        },
         write_queues: u32 {
             default: 0,
             description: "I/O queues for writes and every other non-read command, besides one queue per CPU for reads (0-1024; 0: reads and writes share the queues, the default)",
@@ -108,6 +114,7 @@ impl kernel::InPlaceModule for RnvmeModule {
     fn init(module: &'static ThisModule) -> impl PinInit<Self, Error> {
         pin_init::pin_init_scope(move || {
             params::validate()?;
+            mpath::init();
             Ok(try_pin_init!(Self {
                 _driver <- kernel::driver::Registration::new(c"rnvme", module),
             }))

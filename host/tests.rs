@@ -518,6 +518,22 @@ mod io_commands {
         assert!(!d.retryable());
         assert_eq!(d.block_error(), Some(BlockError::Io));
     }
+
+    /// The statuses a multipath head sends on another path (C's `nvme_is_path_error`): the
+    /// path related type, the host's own aborts and path errors included, DNR or not.
+    #[test]
+    fn path_errors() {
+        assert!(Status::HOST_ABORTED.path_error());
+        assert!(Status::HOST_ABORTED_DNR.path_error());
+        assert!(Status::HOST_PATH_ERROR.path_error());
+        assert_eq!(Status::HOST_PATH_ERROR.0, 0x370);
+        assert!(!Status(sc::READ_ERROR as u16 | 2 << 8).path_error());
+        assert!(!Status(0x0004).path_error());
+        // ANA Inaccessible (0x302): a path error, but the device's, not the host's.
+        assert!(Status(0x302).path_error() && !Status(0x302).host_path_error());
+        assert!(Status::HOST_ABORTED_DNR.host_path_error());
+        assert!(Status::HOST_PATH_ERROR.host_path_error());
+    }
 }
 
 mod sgl {
@@ -731,6 +747,7 @@ fn namespace_discard_granularity() {
         extended_lba: false,
         dlfeat: 0,
         dps: 0,
+        nmic: 0,
         nawupf: 0,
         npwg: 0,
         npwa: 0,
@@ -1440,4 +1457,42 @@ mod pi {
             Some(BlockError::Protection)
         );
     }
+}
+
+/// The Subsystem NQN groups controllers into subsystems as C's `nvme_init_subnqn`: the
+/// device's own field when set and terminated, else the made-up one from the ids, serial and
+/// model (also with the quirk ignore_dev_subnqn); CMIC bit 1 and NMIC bit 0.
+#[test]
+fn subsystem_nqn() {
+    use crate::spec::subsys::{multi_controller, shared_namespace, Nqn, NQN_SIZE};
+    let mut b = qemu_id_ctrl("rnvme-0");
+    pad(&mut b, 768, 0, "");
+    let nqn = "nqn.2019-08.org.qemu:rnvme-shared";
+    b[768..768 + nqn.len()].copy_from_slice(nqn.as_bytes());
+    b[76] = 2;
+    let id = IdentifyController::parse(&b).unwrap();
+    assert!(multi_controller(id.cmic));
+    let (own, missing) = Nqn::of(&id, false);
+    assert_eq!(own.as_bytes(), nqn.as_bytes());
+    assert!(!missing);
+    // The quirk, and a field without its NUL, give C's made-up NQN: the ids as 8 hex
+    // digits, then the serial and model fields as padded (20 and 40 bytes).
+    let (made, warned) = Nqn::of(&id, true);
+    assert!(!warned, "the quirk's controllers are not warned about");
+    let want = format!(
+        "nqn.2014.08.org.nvmexpress:1b361af4{:<20}{:<40}",
+        "rnvme-0", "QEMU NVMe Ctrl"
+    );
+    assert_eq!(made.as_bytes(), want.as_bytes());
+    b[768..768 + NQN_SIZE].fill(b'a');
+    let id = IdentifyController::parse(&b).unwrap();
+    let (made, missing) = Nqn::of(&id, false);
+    assert_eq!(made.as_bytes(), want.as_bytes());
+    assert!(
+        missing,
+        "a 1.4 controller without a valid SUBNQN is warned about"
+    );
+    assert_eq!(format!("{made}"), want);
+    assert!(!multi_controller(1));
+    assert!(shared_namespace(1) && !shared_namespace(2));
 }

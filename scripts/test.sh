@@ -385,7 +385,7 @@ for flavour in $FLAVOURS; do
 	# and longer VM timeouts.
 	img=$RNVME_ROOT/out/test-images/$flavour
 	rm -rf "$img"
-	mkdir -p "$img"/{io,lba4k,mdts1,queues1,msix1,poll,aen,errors,timeout,stress,dead,format,busmaster,swiotlb,power,aer}
+	mkdir -p "$img"/{io,lba4k,mdts1,queues1,msix1,poll,aen,errors,timeout,stress,dead,format,busmaster,swiotlb,power,aer,mpath}
 	if [ "$flavour" = base ]; then
 		T=900 BASIC_CTRLS=3 BASIC_NS=2 IO_ENV='LBA=512 HOSTCHECK=1' IO_SIZE=256M FUZZ_N=3000 URING_SIZE=16M
 		CYCLES=50 SLEEP_ROUNDS=20 SPECIAL_ENV='QUICK=1'
@@ -500,6 +500,10 @@ for flavour in $FLAVOURS; do
 	# driver), a rescan after a format behind rnvme's back, an unservable format.
 	run_vm "format-$flavour" "$flavour" --ctrls 2 --shared-subsys --lba 4096 --backend image \
 		--image-dir "$img/format" --size 64M --timeout $T -- 'sh /guest/format.sh'
+	# Native multipath: two subsystems of two controllers each (rnvme's, C's), a head disk
+	# per namespace; policies, a path's reset and removal (QMP) under fio verify.
+	hmp_vm "mpath-$flavour" "$flavour" --ctrls 4 --subsys-pairs --ns 2 --private-ns 2 \
+		--backend image --image-dir "$img/mpath" --size 64M --timeout $T -- 'sh /guest/mpath.sh'
 	flush_test "$flavour"
 	hotplug_test "$flavour"
 	# 4 controllers probed at once, load/unload cycles with I/O in between.

@@ -170,6 +170,16 @@ impl Operations for NvmeBlk {
     fn queue_rq(q: &IoQueue<'_>, rq: Dispatched<'_, Self>, last: bool) -> BlkStatus {
         let ns = rq.disk();
         if q.is_dead() || ns.unusable() {
+            if ns.head().is_some() && !rq.failfast() {
+                // A path that chose this queue before it died: completed with a path error,
+                // so the head sends the bios on another path (C's `nvme_host_path_error`).
+                rq.data().set_completion(Status::HOST_PATH_ERROR, 0, 0);
+                rq.start();
+                if let Some(c) = rq.try_claim() {
+                    c.complete();
+                }
+                return BlkStatus::Ok;
+            }
             return BlkStatus::IoErr;
         }
         if rq.first_issue() {
@@ -214,6 +224,18 @@ impl Operations for NvmeBlk {
             rq.end(BlkStatus::Ok);
             return;
         };
+        if let Some(link) = ns.head() {
+            // As C's `nvme_decide_disposition` for a multipath request: the host's own path
+            // errors (its aborts at a reset or a controller's death, a dead queue) or a
+            // namespace going away send the bios to another path. Path errors the device
+            // reports (ANA states) are ended as errors: without ANA, rnvme cannot tell
+            // which path would do better, and would send them around forever.
+            if !rq.failfast() && (status.host_path_error() || ns.unusable()) {
+                let head = link.head.clone();
+                head.failover(rq);
+                return;
+            }
+        }
         let tries = st.retries.fetch_add(1, Relaxed) + 1;
         if status.retryable() && !rq.failfast() && tries <= MAX_RETRIES {
             // After the delay the controller asked for (CRD), as the C driver.
@@ -269,6 +291,12 @@ impl Operations for NvmeBlk {
 
     fn ioctl(p: &DiskLink, writable: bool, partition: bool, cmd: u32, arg: usize) -> Result<isize> {
         ioctl::disk_ioctl(p, writable, partition, cmd, arg)
+    }
+
+    fn disk_removing(ns: &Namespace<'_>) {
+        if let Some(link) = ns.head() {
+            link.detach();
+        }
     }
 
     const DISK_ATTRS: &'static [&'static CStr] = ioctl::DISK_ATTR_NAMES;

@@ -27,6 +27,7 @@ use crate::{
         lease::{Grant, Lease},
         pci_save_state, pcie_print_link_status,
     },
+    mpath::Membership,
     ns, params,
     queue::Queue,
     queues::Queues,
@@ -40,6 +41,7 @@ use crate::{
         pi::Metadata,
         quirks::Quirks,
         regs::{self as r, Cap},
+        subsys::{multi_controller, Nqn},
     },
     stats::DebugDir,
 };
@@ -61,6 +63,26 @@ use kernel::{
 /// Controller numbers in use (`/dev/rnvme<N>`, `rnvme<N>` in logs), one bit each.
 static INSTANCES: Atomic<u64> = Atomic::new(0);
 
+/// Numbers of NVM subsystems (`rnvme<S>n<N>`): each its first controller's, kept from new
+/// controllers until the subsystem goes.
+static SUBSYS_INSTANCES: Atomic<u64> = Atomic::new(0);
+
+/// Keeps controller number `n` (in use by a controller) for its subsystem.
+pub(crate) fn reserve_instance(n: u32) {
+    let mut cur = SUBSYS_INSTANCES.load(Relaxed);
+    while let Err(now) = SUBSYS_INSTANCES.cmpxchg(cur, cur | (1 << n), Full) {
+        cur = now;
+    }
+}
+
+/// The subsystem holding number `n` went.
+pub(crate) fn release_instance(n: u32) {
+    let mut cur = SUBSYS_INSTANCES.load(Relaxed);
+    while let Err(now) = SUBSYS_INSTANCES.cmpxchg(cur, cur & !(1 << n), Full) {
+        cur = now;
+    }
+}
+
 /// A controller number, returned to the pool when dropped.
 pub(crate) struct Instance(u32);
 
@@ -68,7 +90,7 @@ impl Instance {
     fn alloc() -> Result<Self> {
         loop {
             let cur = INSTANCES.load(Relaxed);
-            let free = (!cur).trailing_zeros();
+            let free = (!(cur | SUBSYS_INSTANCES.load(Relaxed))).trailing_zeros();
             if free >= 64 {
                 return Err(ENOSPC);
             }
@@ -109,6 +131,9 @@ pub(crate) struct Shared<'b> {
     pub(crate) disks: Mutex<Option<TagSet<'b, NvmeBlk>>>,
     pub(crate) hw: Arc<Hw<'b>>,
     pub(crate) id: IdentifyController,
+    /// The NVM subsystem, when its namespaces get multipath head disks (`None`: a
+    /// single-controller subsystem, or `multipath=0`).
+    pub(crate) subsys: Option<Membership>,
     /// The Commands Supported and Effects log, if the controller has it.
     pub(crate) effects: Option<KBox<EffectsLog>>,
     /// NVM command set limits (Write Zeroes, Dataset Management), if the controller says.
@@ -377,6 +402,7 @@ impl<'b> Shared<'b> {
         try_pin_init!(Self {
             hw: hw.clone(),
             id: identify(hw, &irq)?,
+            subsys: join_subsystem(hw, id)?,
             effects: (id.lpa & LPA_CMD_EFFECTS != 0)
                 .then(|| read_effects(hw))
                 .flatten(),
@@ -475,6 +501,33 @@ fn identify(hw: &Hw<'_>, irq: &Option<IrqSet<'_, QueueIrq<'_>>>) -> Result<Ident
     hw.set_shutdown_timeout(&id);
     hw.configure_host_options(&id);
     Ok(id)
+}
+
+/// Joins the controller's NVM subsystem if its namespaces get head disks: when it says the
+/// subsystem may have several controllers (CMIC), as C's native multipath, unless
+/// `multipath=0`.
+fn join_subsystem(hw: &Hw<'_>, id: &IdentifyController) -> Result<Option<Membership>> {
+    if !multi_controller(id.cmic) || !params::multipath() {
+        return Ok(None);
+    }
+    let (nqn, missing) = Nqn::of(id, hw.quirks().has(Quirks::IGNORE_DEV_SUBNQN));
+    if missing {
+        dev_warn!(
+            hw.dev(),
+            "rnvme{}: missing or invalid SUBNQN field\n",
+            hw.instance
+        );
+    }
+    let m = Membership::join(nqn, hw.instance, id.cntlid, hw.status.clone())?;
+    dev_info!(
+        hw.dev(),
+        "rnvme{}: subsystem rnvme{} ({nqn}), controller id {}, multipath policy {}\n",
+        hw.instance,
+        m.instance,
+        id.cntlid,
+        params::io_policy().name()
+    );
+    Ok(Some(m))
 }
 
 /// The Commands Supported and Effects log (admin and NVM command set halves); `None` (the

@@ -13,6 +13,7 @@ use crate::{
         quirks::QuirkParamError,
         regs::CapError,
         smart::Warnings,
+        subsys::Nqn,
         zns::ZnsError,
     },
 };
@@ -36,7 +37,8 @@ forward_display!(
     CmdError,
     CapError,
     Warnings,
-    ZnsError
+    ZnsError,
+    Nqn
 );
 
 impl<const N: usize> Display for AsciiField<N> {

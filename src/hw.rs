@@ -12,6 +12,7 @@ use crate::{
     admin::{AdminQueue, CmdError},
     ioq::IoQueue,
     kernel_ext::{dma as kdma, pci_clear_master, PCI_COMMAND, PCI_COMMAND_MEMORY},
+    mpath::CtrlStatus,
     params,
     queue::ShadowDoorbells,
     regs::Regs,
@@ -71,7 +72,8 @@ pub(crate) struct Hw<'b> {
     pub(crate) dma_opt: u32,
     /// The controller number (`rnvme<N>`).
     pub(crate) instance: u32,
-    state: Atomic<u32>,
+    /// The controller's state, shared with the multipath heads it has paths in.
+    pub(crate) status: Arc<CtrlStatus>,
     /// Aborts the controller accepts at once (Identify ACL + 1), 1 until identified.
     abort_limit: Atomic<u32>,
     /// How long a normal shutdown may take, in milliseconds (from RTD3E).
@@ -113,7 +115,7 @@ impl<'b> Hw<'b> {
                 cap,
                 dma_opt: u32::try_from(kdma::opt_mapping_size(pdev.as_ref())).unwrap_or(u32::MAX),
                 instance,
-                state: Atomic::new(State::Live as u32),
+                status: CtrlStatus::new()?,
                 abort_limit: Atomic::new(1),
                 shutdown_ms: Atomic::new(DEFAULT_SHUTDOWN_MS),
                 held: Atomic::new(false),
@@ -132,15 +134,11 @@ impl<'b> Hw<'b> {
     }
 
     pub(crate) fn state(&self) -> State {
-        match self.state.load(Relaxed) {
-            0 => State::Live,
-            1 => State::Resetting,
-            _ => State::Dead,
-        }
+        self.status.state()
     }
 
     pub(crate) fn set_state(&self, s: State) {
-        self.state.store(s as u32, Relaxed);
+        self.status.set_state(s);
     }
 
     pub(crate) fn abort_limit(&self) -> u32 {

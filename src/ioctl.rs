@@ -47,6 +47,7 @@ pub(crate) struct DiskLink {
 
 /// What a disk's identifier attributes show: fixed while the disk exists (C removes a disk
 /// whose namespace changed identifiers; rnvme keeps what it found when adding it).
+#[derive(Clone, Copy)]
 pub(crate) struct DiskIds {
     pub(crate) ids: NsIds,
     pub(crate) vid: u16,

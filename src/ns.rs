@@ -8,6 +8,7 @@ use crate::{
         block::mq::{Integrity, Limits, ReqOp, ZonedLimits, MAX_SEGMENTS},
         chardev::CharDev,
     },
+    mpath::HeadLink,
     spec::{
         command::DSM_MAX_RANGES,
         completion::Status,
@@ -145,6 +146,8 @@ pub(crate) struct Namespace<'b> {
     /// The block layer's integrity profile for it (`None`: no metadata buffers; with
     /// `meta`, the controller inserts and strips protection information).
     integrity: Option<Integrity>,
+    /// The multipath head this disk is a path of (`None`: the disk is the namespace's).
+    mpath: Option<HeadLink>,
 }
 
 impl<'b> Namespace<'b> {
@@ -196,7 +199,19 @@ impl<'b> Namespace<'b> {
                 }),
                 _ => None,
             },
+            mpath: None,
         })
+    }
+
+    /// Makes the disk a path of a head (before it is added).
+    pub(crate) fn set_head(&mut self, link: HeadLink) {
+        self.mpath = Some(link);
+    }
+
+    /// The head this disk is a path of.
+    #[inline]
+    pub(crate) fn head(&self) -> Option<&HeadLink> {
+        self.mpath.as_ref()
     }
 
     /// The metadata format, if the namespace has metadata.
@@ -255,6 +270,9 @@ impl<'b> Namespace<'b> {
     /// Fails I/O from now on: the namespace can no longer be served.
     pub(crate) fn set_unusable(&self) {
         self.unusable.store(true, Relaxed);
+        if let Some(link) = &self.mpath {
+            link.set_unusable();
+        }
     }
 
     pub(crate) fn unusable(&self) -> bool {

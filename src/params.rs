@@ -7,6 +7,7 @@ use crate::{
     ioq,
     kernel_ext::module_param::module_param_string,
     module_parameters as p,
+    mpath::Policy,
     spec::quirks::{find_override, parse_quirk_param, Quirks},
 };
 use kernel::prelude::*;
@@ -18,6 +19,23 @@ module_param_string!(
     0o444,
     "Enable/disable NVMe quirks by PCI ID, as the nvme driver's: VID:DID:name[,^name...][-VID:DID:...] (^ turns one off)"
 );
+
+module_param_string!(
+    iopolicy,
+    16,
+    0o444,
+    "How multipath head disks choose a path: numa (one path until it fails, the default) or round-robin, as the nvme driver's"
+);
+
+/// Whether namespaces of multi-controller subsystems get head disks.
+pub(crate) fn multipath() -> bool {
+    p::multipath.value()
+}
+
+/// The multipath I/O policy (checked at load).
+pub(crate) fn io_policy() -> Policy {
+    Policy::parse(iopolicy.value()).unwrap_or(Policy::Numa)
+}
 
 /// Checks one parameter against its range, logging it if it is out of range.
 fn check(name: &str, value: u32, min: u32, max: u32, unit: &str) -> bool {
@@ -65,7 +83,11 @@ pub(crate) fn validate() -> Result {
             false
         }
     };
-    if quirks_ok && checks.iter().all(|&ok| ok) {
+    let policy_ok = Policy::parse(iopolicy.value()).is_some();
+    if !policy_ok {
+        pr_err!("rnvme: iopolicy must be numa or round-robin\n");
+    }
+    if quirks_ok && policy_ok && checks.iter().all(|&ok| ok) {
         Ok(())
     } else {
         Err(EINVAL)

@@ -18,6 +18,7 @@ use crate::{
         block::mq::{DiskRef, NewDisk},
         chardev::CharDev,
     },
+    mpath::PathLimits,
     ns::{metadata_mode, servable, Namespace, Serving, Unservable},
     params,
     spec::{
@@ -27,10 +28,24 @@ use crate::{
         ns_ids::{csi, NsIds, NsKind},
         pi::{self, Guard, Metadata, Mode},
         quirks::Quirks,
+        subsys::shared_namespace,
     },
     zns::{self, Zoned, ZonedError},
 };
 use kernel::{page::PAGE_SHIFT, prelude::*, sync::Arc};
+
+/// What a disk's name has between `rnvme` and `n<N>`: a path's `<S>c<C>` (subsystem and
+/// controller), else the controller's number.
+struct DiskPrefix(Option<u32>, u32);
+
+impl kernel::fmt::Display for DiskPrefix {
+    fn fmt(&self, f: &mut kernel::fmt::Formatter<'_>) -> kernel::fmt::Result {
+        match self.0 {
+            Some(s) => write!(f, "{s}c{}", self.1),
+            None => write!(f, "{}", self.1),
+        }
+    }
+}
 
 /// The active namespace ids, parsed and checked.
 pub(crate) fn active_namespaces(hw: &Hw<'_>, id: &IdentifyController) -> Result<KVec<u32>> {
@@ -222,22 +237,35 @@ impl<'b> Shared<'b> {
             let zeroes = ns.deallocate_reads_zeroes();
             let read_only = ns.read_only();
             let meta_shown = ns.metadata().map(|m| (*m, ns.integrity_size() != 0));
+            let disk_ids = DiskIds {
+                ids,
+                vid: id.vid,
+                serial: id.serial,
+                model: id.model,
+            };
+            // A namespace of a multi-controller subsystem: this disk is a hidden path of
+            // the subsystem's head disk (zoned ones, and those served by passthrough only,
+            // keep a disk of their own for now).
+            let subsys = self.subsys.as_ref().filter(|_| !hidden && zoned.is_none());
+            if let Some(m) = subsys {
+                let shared = shared_namespace(nid.nmic);
+                match m.head(nsid, ids, shared, disk_ids, params::io_policy()) {
+                    Ok(link) => ns.set_head(link),
+                    Err(_) => continue,
+                }
+            }
             let private = DiskLink {
                 ctrl: self.link.clone(),
                 nsid,
-                ids: DiskIds {
-                    ids,
-                    vid: id.vid,
-                    serial: id.serial,
-                    model: id.model,
-                },
+                ids: disk_ids,
             };
+            let sub = subsys.map(|m| m.instance);
             let disk = NewDisk {
                 limits,
-                name: fmt!("rnvme{inst}n{nsid}"),
+                name: fmt!("rnvme{}n{nsid}", DiskPrefix(sub, inst)),
                 sectors,
                 parent: self.hw.pdev.as_ref(),
-                hidden,
+                hidden: hidden || sub.is_some(),
                 read_only,
                 data: ns,
                 private,
@@ -247,9 +275,41 @@ impl<'b> Shared<'b> {
             if hidden {
                 continue;
             }
+            if let Some(s) = sub {
+                let path = PathLimits {
+                    limits,
+                    sectors,
+                    read_only,
+                };
+                let attached = ts.find_disk(|ns| ns.nsid() == nsid).map(|d| {
+                    d.data()
+                        .head()
+                        .map(|l| l.attach(d.handle(), self.link.clone(), path))
+                });
+                if let Some(Some(Err(e))) = attached {
+                    dev_err!(
+                        self.hw.pdev.as_ref(),
+                        "rnvme{s}n{nsid}: path through rnvme{inst} not added ({}): removing its disk\n",
+                        e.to_errno()
+                    );
+                    // The next scan tries again.
+                    ts.retain_disks(|ns| ns.nsid() != nsid);
+                    continue;
+                }
+                dev_info!(
+                    self.hw.pdev.as_ref(),
+                    "rnvme{s}n{nsid}: path rnvme{s}c{inst}n{nsid} ({} namespace)\n",
+                    if shared_namespace(nid.nmic) {
+                        "shared"
+                    } else {
+                        "private"
+                    }
+                );
+            }
             dev_info!(
                 self.hw.pdev.as_ref(),
-                "rnvme{inst}n{nsid}: {} MiB, {} byte blocks{}{}{}{}\n",
+                "rnvme{}n{nsid}: {} MiB, {} byte blocks{}{}{}{}\n",
+                DiskPrefix(sub, inst),
                 sectors >> 11,
                 bs,
                 if id.has_volatile_write_cache() {
@@ -406,15 +466,23 @@ impl<'b> Shared<'b> {
         }
         let (old_bs, old_mib) = (ns.block_size(), ns.sectors() >> 11);
         let (id, nvm, cap, dma) = (&self.id, self.nvm.as_ref(), self.hw.cap, self.hw.dma_opt);
+        let mut path = None;
         let updated = d.update(|ns| {
             ns.set_format(&nid);
-            (
-                ns.limits(id, nvm, cap, dma, PAGE_SHIFT as u32),
-                ns.sectors(),
-            )
+            let p = PathLimits {
+                limits: ns.limits(id, nvm, cap, dma, PAGE_SHIFT as u32),
+                sectors: ns.sectors(),
+                read_only: ns.read_only(),
+            };
+            path = Some(p);
+            (p.limits, p.sectors)
         });
         match updated {
             Ok(()) => {
+                // The head follows its path's new format.
+                if let (Some(link), Some(p)) = (ns.head(), path) {
+                    link.update(p);
+                }
                 dev_info!(
                     self.hw.dev(),
                     "rnvme{inst}n{nsid}: format changed: {old_bs} to {} byte blocks, {old_mib} to {} MiB\n",

@@ -52,12 +52,6 @@ for pci in $(bound_to rnvme); do
 	fi
 done
 
-HMP=0
-# hmp COMMAND...: the host runs it in QEMU's monitor.
-hmp() {
-	HMP=$((HMP + 1))
-	mark "RNVME-HMP $HMP $*"
-}
 
 # aer_count PCI KIND: the AER counter of KIND (correctable, nonfatal, fatal) of the port
 # above PCI.

@@ -15,12 +15,6 @@ PCI=$(bound_to rnvme | head -1) CPCI=$(bound_to nvme | head -1)
 RID=nvme$(sed 's/^rnvme-s//' /sys/class/misc/rnvme0/serial)
 CID=nvme$(sed 's/^rnvme-s//; s/ *$//' /sys/class/nvme/nvme0/serial)
 
-HMP=0
-# hmp COMMAND...: the host runs it in QEMU's monitor.
-hmp() {
-	HMP=$((HMP + 1))
-	mark "RNVME-HMP $HMP $*"
-}
 
 # hwmon_of PCI: the hwmon device below PCI function PCI (rnvme's is the function's own,
 # C's below its nvme<N> class device).

@@ -42,6 +42,14 @@ expect_eq() {
 	if [ "$2" = "$3" ]; then pass "$1"; else fail "$1" "want '$2', got '$3'"; fi
 }
 
+HMP=0
+# hmp COMMAND...: the host runs it in QEMU's monitor (scenarios run by scripts/test.sh's
+# hmp_vm), soon after; the caller waits for its effect.
+hmp() {
+	HMP=$((HMP + 1))
+	mark "RNVME-HMP $HMP $*"
+}
+
 # PCI addresses of every NVMe controller (class 0x010802).
 nvme_pci_devices() {
 	for d in /sys/bus/pci/devices/*; do

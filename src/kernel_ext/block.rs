@@ -1,5 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! Block devices, as `kernel::block`: only its `mq` part is needed here.
+//! Block devices, as `kernel::block`: its `mq` part, and bio-based (stacking) disks.
 
+pub(crate) mod bio;
+pub(crate) mod bio_disk;
 pub(crate) mod mq;

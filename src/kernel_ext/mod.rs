@@ -18,6 +18,7 @@ pub(crate) mod mmio;
 pub(crate) mod module_param;
 pub(crate) mod pci_driver;
 pub(crate) mod spinlock;
+pub(crate) mod srcu_box;
 pub(crate) mod sync;
 pub(crate) mod sysfs;
 pub(crate) mod uring_cmd;

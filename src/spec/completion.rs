@@ -92,6 +92,8 @@ pub(crate) mod sc {
     pub(crate) const READ_ERROR: u8 = 0x81;
     /// Path related (SCT 3): the host aborted the command (controller reset or removal).
     pub(crate) const HOST_ABORTED: u8 = 0x71;
+    /// Path related: the host could not send the command on this path.
+    pub(crate) const HOST_PATH_ERROR: u8 = 0x70;
 }
 
 /// How an I/O error is reported to the block layer (which maps each to an errno).
@@ -126,6 +128,9 @@ impl Status {
     /// What the host reports for a command it took back from the controller (reset): may be
     /// retried once the controller works again.
     pub(crate) const HOST_ABORTED: Status = Status(3 << 8 | sc::HOST_ABORTED as u16);
+    /// What the host reports for a command it could not send on a path (C's
+    /// `NVME_SC_HOST_PATH_ERROR`): a multipath head sends it on another.
+    pub(crate) const HOST_PATH_ERROR: Status = Status(3 << 8 | sc::HOST_PATH_ERROR as u16);
     /// The same when the controller is gone for good: not retried.
     pub(crate) const HOST_ABORTED_DNR: Status = Status(1 << 14 | 3 << 8 | sc::HOST_ABORTED as u16);
 
@@ -191,6 +196,16 @@ impl Status {
     /// More information in the Error Information log page.
     pub(crate) fn more(self) -> bool {
         self.0 & (1 << 13) != 0
+    }
+    /// A path related status (C's `nvme_is_path_error`): another path to the namespace may
+    /// succeed.
+    pub(crate) fn path_error(self) -> bool {
+        self.sct() == 3
+    }
+    /// A path error the host itself reports (its aborts, a path it could not use), with or
+    /// without DNR: the command never failed on the device.
+    pub(crate) fn host_path_error(self) -> bool {
+        self.path_error() && matches!(self.code(), sc::HOST_ABORTED | sc::HOST_PATH_ERROR)
     }
     /// Do Not Retry: the same command would fail again.
     pub(crate) fn dnr(self) -> bool {

@@ -114,6 +114,9 @@ pub(crate) struct IdentifyController {
     pub(crate) firmware: AsciiField<8>,
     /// Maximum Data Transfer Size as a power of two of CAP.MPSMIN pages; 0 means no limit.
     pub(crate) mdts: u8,
+    /// Controller Multi-Path I/O and Namespace Sharing Capabilities: bit 1, the subsystem
+    /// may have more than one controller.
+    pub(crate) cmic: u8,
     pub(crate) cntlid: u16,
     pub(crate) ver: u32,
     /// Optional Asynchronous Events Supported.
@@ -150,6 +153,8 @@ pub(crate) struct IdentifyController {
     pub(crate) sgls: u32,
     /// Controller Attributes.
     pub(crate) ctratt: u32,
+    /// NVM Subsystem NVMe Qualified Name (NVMe 1.2.1 on; NULs before then).
+    pub(crate) subnqn: AsciiField<256>,
 }
 
 impl IdentifyController {
@@ -171,6 +176,7 @@ impl IdentifyController {
             model: AsciiField::parse(&b[24..64]),
             firmware: AsciiField::parse(&b[64..72]),
             mdts: b[77],
+            cmic: b[76],
             cntlid: le16(b, 78),
             ver: le32(b, 80),
             oaes: le32(b, 92),
@@ -191,6 +197,7 @@ impl IdentifyController {
             vwc: b[525],
             sgls: le32(b, 536),
             ctratt: le32(b, 96),
+            subnqn: AsciiField::parse(&b[768..1024]),
         };
         // Bits 3:0 are the required (minimum) size, bits 7:4 the maximum, as powers of two.
         let ok = |v: u8, want: u8| (v & 0xf) <= want && (v >> 4) >= want;
@@ -284,6 +291,8 @@ pub(crate) struct IdentifyNamespace {
     pub(crate) dlfeat: u8,
     /// End-to-end Data Protection Type Settings: PI type (bits 2:0), PI first (bit 3).
     pub(crate) dps: u8,
+    /// Namespace Multi-path I/O and Namespace Sharing Capabilities: bit 0, shared.
+    pub(crate) nmic: u8,
     /// Namespace Atomic Write Unit Power Fail (0's based), valid when NSFEAT bit 1 is set.
     pub(crate) nawupf: u16,
     /// Preferred write granularity (0's based), valid when NSFEAT bit 4 is set.
@@ -341,6 +350,7 @@ impl IdentifyNamespace {
             extended_lba: flbas & 0x10 != 0,
             dlfeat: b[33],
             dps: b[29],
+            nmic: b[30],
             nawupf: le16(b, 36),
             npwg: le16(b, 64),
             npwa: le16(b, 66),

@@ -22,6 +22,7 @@ pub(crate) mod quirks;
 pub(crate) mod regs;
 pub(crate) mod sgl;
 pub(crate) mod smart;
+pub(crate) mod subsys;
 pub(crate) mod zns;
 
 /// Reads a little-endian `u16` at `off`. `b` must be long enough (checked by callers).

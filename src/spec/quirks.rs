@@ -57,12 +57,11 @@ impl Quirks {
     pub(crate) const ADMIN_PAGE_ALIGN: Self = Self(1 << 23);
 
     /// Quirks that change nothing in rnvme: power state transitions it does not make (APST),
-    /// a suspend that is always the simple one, a subsystem NQN it does not show, alignments
+    /// a suspend that is always the simple one, alignments
     /// its buffers always have (list pages and admin data are whole pages).
     pub(crate) const IGNORED: Self = Self(
         Self::NO_APST.0
             | Self::NO_DEEPEST_PS.0
-            | Self::IGNORE_DEV_SUBNQN.0
             | Self::SIMPLE_SUSPEND.0
             | Self::FORCE_NO_SIMPLE_SUSPEND.0
             | Self::DMAPOOL_ALIGN_512.0

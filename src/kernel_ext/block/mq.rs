@@ -43,7 +43,7 @@
 
 mod completion;
 mod dma_map;
-mod gen_disk;
+pub(super) mod gen_disk;
 mod integrity;
 mod operations;
 mod private;

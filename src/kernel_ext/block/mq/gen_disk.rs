@@ -5,6 +5,7 @@
 
 use super::{dma_map::MAX_SEGMENTS, zoned, Integrity, Operations, TagSet, ZonedLimits};
 use crate::kernel_ext::{
+    block::bio::DiskHandle,
     device_raw,
     sync::MemallocNoio,
     sysfs::{AttrGroup, SysfsBuf},
@@ -53,7 +54,40 @@ pub(crate) struct Limits {
 }
 
 impl Limits {
-    fn to_raw(self) -> bindings::queue_limits {
+    /// What a disk stacked on disks with limits `self` and `o` may send (C's
+    /// `blk_stack_limits` for these fields): the smaller transfer limits (0 meaning none
+    /// where the block layer says so), the larger sizes and alignments, the write cache and
+    /// FUA if either has them; `self`'s zone size and metadata. Upstream candidate.
+    pub(crate) fn stack(self, o: &Self) -> Self {
+        let min_not_zero = |a: u32, b: u32| match (a, b) {
+            (0, x) | (x, 0) => x,
+            (a, b) => a.min(b),
+        };
+        Self {
+            logical_block_size: self.logical_block_size.max(o.logical_block_size),
+            physical_block_size: self.physical_block_size.max(o.physical_block_size),
+            max_hw_sectors: min_not_zero(self.max_hw_sectors, o.max_hw_sectors),
+            max_segments: self.max_segments.min(o.max_segments),
+            virt_boundary_mask: self.virt_boundary_mask | o.virt_boundary_mask,
+            max_segment_size: min_not_zero(self.max_segment_size, o.max_segment_size),
+            dma_alignment: self.dma_alignment.max(o.dma_alignment),
+            write_cache: self.write_cache || o.write_cache,
+            fua: self.fua || o.fua,
+            max_discard_sectors: min_not_zero(self.max_discard_sectors, o.max_discard_sectors),
+            max_discard_segments: self.max_discard_segments.min(o.max_discard_segments),
+            discard_granularity: self.discard_granularity.max(o.discard_granularity),
+            max_write_zeroes_sectors: self
+                .max_write_zeroes_sectors
+                .min(o.max_write_zeroes_sectors),
+            chunk_sectors: self.chunk_sectors,
+            io_min: self.io_min.max(o.io_min),
+            io_opt: self.io_opt.max(o.io_opt),
+            zoned: self.zoned,
+            integrity: self.integrity,
+        }
+    }
+
+    pub(in crate::kernel_ext::block) fn to_raw(self) -> bindings::queue_limits {
         let mut lim: bindings::queue_limits = pin_init::zeroed();
         self.apply(&mut lim);
         lim
@@ -90,6 +124,83 @@ impl Limits {
 
 /// `BLK_OPEN_WRITE` (include/linux/blkdev.h; a `__force` cast bindgen cannot evaluate).
 const BLK_OPEN_WRITE: u32 = 1 << 1;
+
+/// Names a new disk and sets what every disk here has: its operations, its private data
+/// (taken back by [`take_private`], in `free_disk` or when adding fails), dynamic device
+/// numbers without partitions of our own, its capacity and read-only state. Upstream
+/// candidate (`GenDiskBuilder::build`'s common part).
+///
+/// # Safety
+///
+/// `disk` is allocated and not yet added or visible to anyone else; `private` is what
+/// `fops`' callbacks expect in `private_data`.
+pub(in crate::kernel_ext::block) unsafe fn setup_disk(
+    disk: *mut bindings::gendisk,
+    name: core::fmt::Arguments<'_>,
+    fops: &'static bindings::block_device_operations,
+    private: impl FnOnce() -> *mut c_void,
+    sectors: u64,
+    read_only: bool,
+) -> Result {
+    let name = kernel::str::CString::try_from_fmt(name)?;
+    let bytes = name.to_bytes_with_nul();
+    // SAFETY: see the function's safety section.
+    unsafe {
+        let dn = &mut (*disk).disk_name;
+        if bytes.len() > dn.len() {
+            return Err(ENAMETOOLONG);
+        }
+        for (d, s) in dn.iter_mut().zip(bytes) {
+            *d = *s;
+        }
+        (*disk).fops = fops;
+        (*disk).private_data = private();
+        (*disk).major = 0;
+        (*disk).first_minor = 0;
+        (*disk).minors = 0;
+        bindings::set_capacity(disk, sectors);
+        bindings::set_disk_ro(disk, read_only);
+    }
+    Ok(())
+}
+
+/// Takes a disk's private data back (null if taken already): `free_disk`, or a disk whose
+/// `device_add_disk` failed (the block layer calls `free_disk` only for added disks).
+///
+/// # Safety
+///
+/// `disk` is live and nobody else uses its private data any more.
+pub(in crate::kernel_ext::block) unsafe fn take_private(
+    disk: *mut bindings::gendisk,
+) -> *mut c_void {
+    // SAFETY: see the function's safety section.
+    unsafe { core::mem::replace(&mut (*disk).private_data, core::ptr::null_mut()) }
+}
+
+/// An ioctl's disk, whether the device was opened for writing and whether it is a partition.
+///
+/// # Safety
+///
+/// `bdev` is an open block device (which holds a reference to its disk).
+pub(in crate::kernel_ext::block) unsafe fn ioctl_target(
+    bdev: *mut bindings::block_device,
+    mode: bindings::blk_mode_t,
+) -> (*mut bindings::gendisk, bool, bool) {
+    // SAFETY: see the function's safety section.
+    let disk = unsafe { (*bdev).bd_disk };
+    // `bdev_is_partition` (inline): the whole disk is its `part0`.
+    // SAFETY: as above.
+    let partition = unsafe { (*disk).part0 != bdev };
+    (disk, mode & BLK_OPEN_WRITE != 0, partition)
+}
+
+/// An ioctl's result as the block layer takes it.
+pub(in crate::kernel_ext::block) fn ioctl_result(r: Result<isize>) -> c_int {
+    match r {
+        Ok(v) => v as c_int,
+        Err(e) => e.to_errno(),
+    }
+}
 
 /// The `block_device_operations` of a [`Operations`] implementor, with this module as owner (an
 /// open disk pins the module).
@@ -197,31 +308,28 @@ impl<T: Operations> DiskOps<T> {
         cmd: c_uint,
         arg: kernel::ffi::c_ulong,
     ) -> c_int {
-        // SAFETY: see the function's safety section; an open block device holds a
-        // reference to its disk.
-        let (p, partition) = unsafe {
-            let disk = (*bdev).bd_disk;
+        // SAFETY: see the function's safety section: an open block device of our disk,
+        // whose private data is a `T::Private` until `free_disk`.
+        let (p, writable, partition) = unsafe {
+            let (disk, writable, partition) = ioctl_target(bdev, mode);
             (
                 &*(*disk).private_data.cast::<T::Private>(),
-                // `bdev_is_partition` (inline): the whole disk is its `part0`.
-                (*disk).part0 != bdev,
+                writable,
+                partition,
             )
         };
-        match T::ioctl(p, mode & BLK_OPEN_WRITE != 0, partition, cmd, arg) {
-            Ok(v) => v as c_int,
-            Err(e) => e.to_errno(),
-        }
+        ioctl_result(T::ioctl(p, writable, partition, cmd, arg))
     }
 
     /// # Safety
     ///
     /// Called by the block layer once, when the last reference to the disk is dropped.
     unsafe extern "C" fn free_disk(disk: *mut bindings::gendisk) {
-        // SAFETY: `GenDisk::new` stored a `KBox<T::Private>` there (or left it null).
+        // SAFETY: `GenDisk::new` stored a `KBox<T::Private>` there (or it was taken back);
+        // this is the disk's end.
         unsafe {
-            let p = (*disk).private_data.cast::<T::Private>();
+            let p = take_private(disk).cast::<T::Private>();
             if !p.is_null() {
-                (*disk).private_data = core::ptr::null_mut();
                 drop(KBox::from_raw(p));
             }
         }
@@ -264,6 +372,13 @@ impl<'s, 'a, T: Operations> DiskRef<'s, 'a, T> {
         &self.disk._data
     }
 
+    /// A counted reference to the disk, which a stacking disk submits bios to. Upstream
+    /// candidate.
+    pub(crate) fn handle(&self) -> DiskHandle {
+        // SAFETY: the disk is alive (`self` borrows it from its owner).
+        unsafe { DiskHandle::get(self.disk.disk) }
+    }
+
     /// Changes the disk's queue limits and capacity in place (a namespace formatted with
     /// another block size, or resized). With its queue frozen, so no request built for the old
     /// format is in flight or issued meanwhile, `update` changes the driver's data and returns
@@ -277,15 +392,8 @@ impl<'s, 'a, T: Operations> DiskRef<'s, 'a, T> {
         // SAFETY: `q` is live; unfrozen below on this task. Freezing nests.
         unsafe { bindings::blk_mq_freeze_queue_nomemsave(q) };
         let (limits, sectors) = update(&self.disk._data);
-        // SAFETY: `q` is live; the limits are read under `limits_lock`, which
-        // `queue_limits_commit_update` releases (`queue_limits_start_update` is inline).
-        let ret = unsafe {
-            bindings::mutex_lock(&raw mut (*q).limits_lock);
-            let mut lim = core::ptr::read(&raw const (*q).limits);
-            limits.apply(&mut lim);
-            bindings::queue_limits_commit_update(q, &mut lim)
-        };
-        let ret = kernel::error::to_result(ret);
+        // SAFETY: `q` is live and frozen.
+        let ret = unsafe { commit_limits(q, limits) };
         if ret.is_ok() {
             // SAFETY: the disk is live.
             unsafe { bindings::set_capacity_and_notify(disk, sectors) };
@@ -301,6 +409,27 @@ impl<'s, 'a, T: Operations> DiskRef<'s, 'a, T> {
         }
         Ok(())
     }
+}
+
+/// Applies `limits` to the queue's limits and commits them (`queue_limits_start_update`,
+/// then `queue_limits_commit_update`).
+///
+/// # Safety
+///
+/// `q` is a live request queue, frozen by the caller.
+pub(in crate::kernel_ext::block) unsafe fn commit_limits(
+    q: *mut bindings::request_queue,
+    limits: Limits,
+) -> Result {
+    // SAFETY: `q` is live; the limits are read under `limits_lock`, which
+    // `queue_limits_commit_update` releases (`queue_limits_start_update` is inline).
+    let ret = unsafe {
+        bindings::mutex_lock(&raw mut (*q).limits_lock);
+        let mut lim = core::ptr::read(&raw const (*q).limits);
+        limits.apply(&mut lim);
+        bindings::queue_limits_commit_update(q, &mut lim)
+    };
+    kernel::error::to_result(ret)
 }
 
 /// What [`TagSet::add_disk`] makes a disk of (upstream: `GenDiskBuilder`'s settings and
@@ -369,29 +498,20 @@ impl<'a, T: Operations> GenDisk<'a, T> {
             _data: data,
             _attrs: attrs,
         };
-        let name = kernel::str::CString::try_from_fmt(name)?;
-        let bytes = name.to_bytes_with_nul();
-        // SAFETY: `disk` is valid and not yet visible to anyone else.
+        // SAFETY: `disk` is allocated and not yet visible to anyone else; `FOPS` expects a
+        // `T::Private` (freed by `free_disk`, with the disk's last reference).
         unsafe {
-            let dn = &mut (*disk).disk_name;
-            if bytes.len() > dn.len() {
-                return Err(ENAMETOOLONG);
-            }
-            for (d, s) in dn.iter_mut().zip(bytes) {
-                *d = *s;
-            }
-            (*disk).fops = &DiskOps::<T>::FOPS;
-            // Freed by `free_disk`, with the disk's last reference.
-            (*disk).private_data = KBox::into_raw(private).cast();
-            // Dynamic block device numbers: no fixed major, no partitions of our own.
-            (*disk).major = 0;
-            (*disk).first_minor = 0;
-            (*disk).minors = 0;
+            setup_disk(
+                disk,
+                name,
+                &DiskOps::<T>::FOPS,
+                || KBox::into_raw(private).cast(),
+                sectors,
+                read_only,
+            )?;
             if hidden {
                 (*disk).flags |= bindings::GENHD_FL_HIDDEN as c_int;
             }
-            bindings::set_capacity(disk, sectors);
-            bindings::set_disk_ro(disk, read_only);
         }
         // A zoned disk's zones are read before it is added (as C's `nvme_update_ns_info`):
         // the block layer tracks their write pointers from the first write on. A hidden
@@ -416,11 +536,7 @@ impl<'a, T: Operations> GenDisk<'a, T> {
             // private data back here, or it leaks with everything it holds.
             // SAFETY: set above from `KBox::into_raw`; the disk was never added, so nobody
             // else saw the pointer, and it is cleared before `put_disk` (in `drop`) runs.
-            unsafe {
-                let p = (*disk).private_data.cast::<T::Private>();
-                (*disk).private_data = core::ptr::null_mut();
-                drop(KBox::from_raw(p));
-            }
+            unsafe { drop(KBox::from_raw(take_private(disk).cast::<T::Private>())) };
             return Err(e);
         }
         // INVARIANT: `device_add_disk` succeeded.
@@ -433,6 +549,7 @@ impl<'a, T: Operations> GenDisk<'a, T> {
         self.unfreeze_non_owner();
         if self.added {
             self.added = false;
+            T::disk_removing(&self._data);
             // SAFETY: the disk was added (invariant) and is deleted once.
             unsafe { bindings::del_gendisk(self.disk.as_ptr()) };
         }

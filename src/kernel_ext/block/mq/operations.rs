@@ -91,6 +91,10 @@ pub(crate) trait Operations: Sized + 'static {
         cmd: u32,
         arg: usize,
     ) -> Result<isize>;
+    /// The disk is about to be deleted (`del_gendisk`): e.g. a stacking disk must stop
+    /// sending it bios first. Upstream candidate.
+    fn disk_removing(_d: &Self::DiskData<'_>) {}
+
     /// Names of the disk's read-only sysfs attributes (`/sys/block/<disk>/<name>`). Upstream
     /// candidate.
     const DISK_ATTRS: &'static [&'static CStr] = &[];

@@ -108,7 +108,7 @@ impl<T: Operations> Request<T> {
         unsafe { &*ptr.cast() }
     }
 
-    pub(super) fn raw(&self) -> *mut bindings::request {
+    pub(in crate::kernel_ext::block) fn raw(&self) -> *mut bindings::request {
         self.0.get()
     }
 

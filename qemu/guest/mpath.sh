@@ -1,0 +1,162 @@
+# SPDX-License-Identifier: GPL-2.0
+# Native multipath. Four controllers in two NVM subsystems of two controllers each
+# (--subsys-pairs): controllers 0 and 1 on rnvme, 2 and 3 on the C driver (built with
+# CONFIG_NVME_MULTIPATH). Namespace 1 is shared by both controllers of its subsystem,
+# namespace 2 attached to the first only.
+#
+# Each driver makes one head disk per namespace (<drv>0n1, <drv>0n2) with a hidden path
+# disk per controller (<drv>0c<C>n<N>): the same names (less the r), sizes and limits.
+# Through rnvme's head: fio verify; the policies (numa: one path; round-robin: both, seen in
+# the block layer's counts of the hidden path disks); a reset of one path's controller and
+# the removal of a path's controller (QMP device_del) under fio verify, then its return
+# (device_add); a reset with a single path (bios wait for the controller); multipath=0.
+. /guest/lib.sh
+
+assign_drivers rnvme rnvme nvme
+insmod /lib/c/nvme-core.ko && insmod /lib/c/nvme.ko
+check insmod insmod /lib/rnvme.ko
+require_disk head_disk /dev/rnvme0n1
+require_disk private_namespace_head /dev/rnvme0n2
+# C numbers a subsystem after its first controller to probe, which varies (it probes in
+# parallel): find its head disks by their shape.
+c_head() { ls /sys/block | grep -E "^nvme[0-9]+n$1\$" | head -1; }
+if wait_for 60 sh -c "ls /sys/block | grep -qE '^nvme[0-9]+n2\$'"; then pass c_head_disks
+else abort c_head_disks "no C head disk: $(ls /sys/block | tr '\n' ' ')"; fi
+# Until C has all three paths (it scans from a work item).
+wait_for 60 sh -c "[ \$(ls /sys/block | grep -cE '^nvme[0-9]+c') = 3 ]"
+CH=$(c_head 1) CH2=$(c_head 2)
+CP=$(ls /sys/block | grep -E "^${CH%n1}c[0-9]+n1\$" | head -1)
+# reads DISK: reads completed on a disk (the block layer's count).
+reads() { awk '{print $1}' /sys/block/$1/stat; }
+# ios DISK: reads and writes completed.
+ios() { awk '{print $1 + $5}' /sys/block/$1/stat; }
+# bg_verify NAME DISK SECONDS: fio writes and verifies DISK in the background.
+bg_verify() {
+	fio --name=$1 --filename=$2 --rw=randwrite --bs=4k --size=16M --direct=1 \
+		--ioengine=io_uring --iodepth=16 --verify=crc32c --do_verify=1 --verify_fatal=1 \
+		--time_based --runtime=$3 --output=/tmp/$1.log >/dev/null 2>&1 &
+	fio_pid=$!
+}
+# end_verify NAME: the background fio NAME ended without an error.
+end_verify() {
+	wait $fio_pid
+	local rc=$?
+	if [ $rc = 0 ] && ! grep -qE 'err=[ ]*[1-9]|verify:' /tmp/$1.log; then pass $1; else
+		fail $1 "fio exited $rc: $(grep -E 'err=|verify' /tmp/$1.log | head -2)"
+	fi
+}
+# verify NAME DISK SECONDS: fio writes and verifies DISK; no error.
+verify() {
+	bg_verify "$@"
+	end_verify $1
+}
+
+# --- topology, against the C driver ---------------------------------------------------------
+# shape PREFIX: the disks' names with subsystem and controller numbers left out.
+shape() {
+	ls /sys/block | grep "^$1" | sed -E "s/^$1[0-9]+/S/; s/c[0-9]+n/cCn/" | sort | tr '\n' ' '
+}
+if [ "$(shape nvme)" = "$(shape rnvme)" ]; then pass disks_as_c; else
+	fail disks_as_c "C: $(ls /sys/block | grep '^nvme' | tr '\n' ' ')rnvme: $(shape rnvme)"
+fi
+rdisks=$(ls /sys/block | grep '^rnvme' | sed 's/^r//' | sort | tr '\n' ' ')
+expect_eq disk_names "nvme0c0n1 nvme0c0n2 nvme0c1n1 nvme0n1 nvme0n2 " "$rdisks"
+# The paths are hidden: no device node; the heads have one.
+expect_eq paths_hidden "no no" \
+	"$(test -b /dev/rnvme0c0n1 && echo yes || echo no) $(test -b /dev/rnvme0c1n1 && echo yes || echo no)"
+for a in size queue/logical_block_size queue/max_hw_sectors_kb queue/discard_max_hw_bytes \
+	queue/write_zeroes_max_bytes; do
+	expect_eq "head_${a#queue/}_as_c" "$(cat /sys/block/$CH/$a)" "$(cat /sys/block/rnvme0n1/$a)"
+done
+# Segments: each driver's path has its own; each head takes its path's.
+expect_eq head_max_segments_as_path \
+	"$(cat /sys/block/$CP/queue/max_segments) $(cat /sys/block/rnvme0c0n1/queue/max_segments)" \
+	"$(cat /sys/block/$CH/queue/max_segments) $(cat /sys/block/rnvme0n1/queue/max_segments)"
+expect_eq private_head_size_as_c "$(cat /sys/block/$CH2/size)" "$(cat /sys/block/rnvme0n2/size)"
+# nvme-cli through the head (an ioctl sent on a path): the namespace's identify.
+expect_eq head_id_ns_as_c "$(nvme id-ns /dev/$CH | grep -E '^nsze|^lbaf')" \
+	"$(nvme id-ns /dev/rnvme0n1 | grep -E '^nsze|^lbaf')"
+
+# --- data, policies --------------------------------------------------------------------------
+pattern() { dd if=/dev/urandom of=/tmp/$1 bs=64k count=16 2>/dev/null; }
+pattern a
+dd if=/tmp/a of=/dev/rnvme0n1 bs=64k seek=512 oflag=direct 2>/dev/null
+dd if=/dev/rnvme0n1 of=/tmp/a.r bs=64k skip=512 count=16 iflag=direct 2>/dev/null
+cmp -s /tmp/a /tmp/a.r && pass data_through_head || fail data_through_head "read back differs"
+# numa (the default): one path carries everything.
+p0=$(reads rnvme0c0n1) p1=$(reads rnvme0c1n1)
+dd if=/dev/rnvme0n1 of=/dev/null bs=4k count=2000 iflag=direct 2>/dev/null
+d0=$(($(reads rnvme0c0n1) - p0)) d1=$(($(reads rnvme0c1n1) - p1))
+[ $((d0 + d1)) -ge 2000 ] && { [ $d0 = 0 ] || [ $d1 = 0 ]; } && pass numa_one_path ||
+	fail numa_one_path "path reads $d0 and $d1"
+verify verify_numa /dev/rnvme0n1 3
+verify verify_private_ns /dev/rnvme0n2 2
+check rmmod_numa rmmod rnvme
+check insmod_round_robin insmod /lib/rnvme.ko iopolicy=round-robin
+require_disk head_disk_round_robin /dev/rnvme0n1
+p0=$(reads rnvme0c0n1) p1=$(reads rnvme0c1n1)
+dd if=/dev/rnvme0n1 of=/dev/null bs=4k count=2000 iflag=direct 2>/dev/null
+d0=$(($(reads rnvme0c0n1) - p0)) d1=$(($(reads rnvme0c1n1) - p1))
+# Alternating: each path about half (the partition scan's reads aside).
+[ $d0 -ge 900 ] && [ $d1 -ge 900 ] && pass round_robin_both_paths ||
+	fail round_robin_both_paths "path reads $d0 and $d1"
+# The driver's own per-queue counts agree: both controllers submitted.
+s0=$(stat_sum 0 submitted) s1=$(stat_sum 1 submitted)
+[ "$s0" -ge 900 ] && [ "$s1" -ge 900 ] && pass round_robin_queue_counters ||
+	fail round_robin_queue_counters "submitted $s0 and $s1"
+dd if=/dev/rnvme0n1 of=/tmp/a.rr bs=64k skip=512 count=16 iflag=direct 2>/dev/null
+cmp -s /tmp/a /tmp/a.rr &&
+	pass data_kept_across_reload || fail data_kept_across_reload "read back differs"
+
+# --- a path's controller resets under I/O: its bios go to the other path ---------------------
+bg_verify verify_across_path_reset /dev/rnvme0n1 6
+sleep 2
+check reset_path_controller nvme reset /dev/rnvme1
+end_verify verify_across_path_reset
+
+# --- a path's controller removed and added back (QMP) under I/O ------------------------------
+# The C driver is unloaded first, so the controller added back is rnvme's to probe.
+check rmmod_c rmmod nvme
+bg_verify verify_across_path_removal /dev/rnvme0n1 12
+sleep 2
+hmp device_del nvme1
+if wait_for 60 sh -c '! test -e /sys/block/rnvme0c1n1'; then pass path_removed_with_controller
+else fail path_removed_with_controller "rnvme0c1n1 still there after 60 s"; fi
+expect_eq head_kept_after_path_removal yes "$(test -b /dev/rnvme0n1 && echo yes || echo no)"
+# QEMU may still hold the removed controller's id for a moment: the guest asks again.
+for i in 1 2 3 4 5 6; do
+	hmp device_add nvme,id=nvme1,serial=rnvme-smp0,subsys=subsys0
+	wait_for 10 test -e /sys/block/rnvme0c1n1 && break
+done
+if test -e /sys/block/rnvme0c1n1; then pass path_back_with_controller
+else fail path_back_with_controller "no rnvme0c1n1 after device_add"; fi
+end_verify verify_across_path_removal
+p1=$(ios rnvme0c1n1)
+verify verify_after_path_back /dev/rnvme0n1 3
+[ $(($(ios rnvme0c1n1) - p1)) -gt 100 ] && pass returned_path_used ||
+	fail returned_path_used "$(($(ios rnvme0c1n1) - p1)) I/Os on it"
+
+# --- one path left: a reset holds the bios until its controller is back ---------------------
+ctrl1=$(readlink -f /sys/class/misc/rnvme1/device 2>/dev/null)
+echo "$(basename "$ctrl1")" >/sys/bus/pci/drivers/rnvme/unbind
+wait_for 30 sh -c '! test -e /sys/block/rnvme0c1n1'
+expect_eq single_path_left "nvme0c0n1 nvme0c0n2 nvme0n1 nvme0n2 " \
+	"$(ls /sys/block | grep '^rnvme' | sed 's/^r//' | sort | tr '\n' ' ')"
+bg_verify verify_across_single_path_reset /dev/rnvme0n1 6
+sleep 2
+check reset_single_path nvme reset /dev/rnvme0
+end_verify verify_across_single_path_reset
+check rmmod_round_robin rmmod rnvme
+
+# --- multipath=0: a disk per controller, as before -----------------------------------------
+assign_drivers rnvme rnvme nvme
+check insmod_no_multipath insmod /lib/rnvme.ko multipath=0
+wait_for 30 test -b /dev/rnvme1n1
+expect_eq no_multipath_disks "rnvme0n1 rnvme0n2 rnvme1n1 " \
+	"$(ls /sys/block | grep '^rnvme' | sort | tr '\n' ' ')"
+dd if=/dev/rnvme1n1 of=/tmp/a.r1 bs=64k skip=512 count=16 iflag=direct 2>/dev/null
+cmp -s /tmp/a /tmp/a.r1 &&
+	pass data_through_second_controller || fail data_through_second_controller "read back differs"
+check rmmod rmmod rnvme
+check insmod_bad_policy sh -c '! insmod /lib/rnvme.ko iopolicy=fastest 2>/dev/null'
+finish
