@@ -302,11 +302,11 @@ impl Operations for NvmeBlk {
     const DISK_ATTRS: &'static [&'static CStr] = ioctl::DISK_ATTR_NAMES;
 
     fn disk_attr_visible(p: &DiskLink, index: usize) -> bool {
-        p.attr_visible(index)
+        p.ids.attr_visible(index)
     }
 
     fn disk_attr_show(p: &DiskLink, index: usize, out: &mut SysfsBuf<'_>) -> core::fmt::Result {
-        p.show_attr(index, out)
+        p.ids.show_attr(p.nsid, index, out)
     }
 
     fn shorten_set<'s, 'l: 's>(d: &'s IoSet<'l>) -> &'s IoSet<'s> {

@@ -63,11 +63,12 @@ pub(crate) const DISK_ATTR_NAMES: &[&CStr] = &[
     c"wwid", c"uuid", c"nguid", c"eui", c"csi", c"nsid", c"serial", c"model",
 ];
 
-impl DiskLink {
-    /// Whether the disk has attribute `index` of [`DISK_ATTR_NAMES`]: as C, `uuid` needs a
-    /// UUID or an NGUID (it shows the NGUID without a UUID), `nguid` and `eui` their own.
+impl DiskIds {
+    /// Whether a disk of namespace `nsid` with these identifiers has attribute `index` of
+    /// [`DISK_ATTR_NAMES`]: as C, `uuid` needs a UUID or an NGUID (it shows the NGUID
+    /// without a UUID), `nguid` and `eui` their own.
     pub(crate) fn attr_visible(&self, index: usize) -> bool {
-        let ids = &self.ids.ids;
+        let ids = &self.ids;
         match DISK_ATTR_NAMES.get(index).map(|n| n.to_bytes()) {
             Some(b"uuid") => ids.has_uuid() || ids.has_nguid(),
             Some(b"nguid") => ids.has_nguid(),
@@ -77,19 +78,25 @@ impl DiskLink {
         }
     }
 
-    /// Writes attribute `index` of [`DISK_ATTR_NAMES`].
-    pub(crate) fn show_attr(&self, index: usize, out: &mut SysfsBuf<'_>) -> core::fmt::Result {
-        let d = &self.ids;
+    /// Writes attribute `index` of [`DISK_ATTR_NAMES`] of namespace `nsid`'s disk (a path's
+    /// or a head's: the same, as C's).
+    pub(crate) fn show_attr(
+        &self,
+        nsid: u32,
+        index: usize,
+        out: &mut SysfsBuf<'_>,
+    ) -> core::fmt::Result {
+        let d = self;
         match DISK_ATTR_NAMES.get(index).map(|n| n.to_bytes()) {
             Some(b"wwid") => {
                 let (serial, model) = (d.serial.as_str(), d.model.as_str());
-                d.ids.write_wwid(out, d.vid, serial, model, self.nsid)
+                d.ids.write_wwid(out, d.vid, serial, model, nsid)
             }
             Some(b"uuid") => d.ids.write_uuid(out),
             Some(b"nguid") => d.ids.write_nguid(out),
             Some(b"eui") => d.ids.write_eui(out),
             Some(b"csi") => writeln!(out, "{}", d.ids.csi),
-            Some(b"nsid") => writeln!(out, "{}", self.nsid),
+            Some(b"nsid") => writeln!(out, "{}", nsid),
             Some(b"serial") => writeln!(out, "{}", d.serial.as_str()),
             Some(b"model") => writeln!(out, "{}", d.model.as_str()),
             _ => Err(core::fmt::Error),

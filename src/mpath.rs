@@ -35,6 +35,7 @@ use crate::{
         spinlock::{new_spinlock_irqsave, SpinLockIrqSave},
         srcu_box::SrcuBox,
         sync::{flush_work, system_dfl, MemallocNoio},
+        sysfs::SysfsBuf,
     },
     spec::{ns_ids::NsIds, subsys::Nqn},
 };
@@ -671,6 +672,18 @@ impl BioOperations for HeadOps {
             }
             bio.end(BlkStatus::IoErr);
         }
+    }
+
+    /// The namespace's identifiers, as on its paths (and as on C's head disks): udev's
+    /// `/dev/disk/by-id` links name the head.
+    const DISK_ATTRS: &'static [&'static CStr] = ioctl::DISK_ATTR_NAMES;
+
+    fn disk_attr_visible(head: &Head, index: usize) -> bool {
+        head.disk_ids.attr_visible(index)
+    }
+
+    fn disk_attr_show(head: &Head, index: usize, out: &mut SysfsBuf<'_>) -> core::fmt::Result {
+        head.disk_ids.show_attr(head.nsid, index, out)
     }
 
     /// Runs on a live path's controller (C's `nvme_ns_head_ioctl`), outside the SRCU

@@ -7,9 +7,10 @@
 # Each driver makes one head disk per namespace (<drv>0n1, <drv>0n2) with a hidden path
 # disk per controller (<drv>0c<C>n<N>): the same names (less the r), sizes and limits.
 # Through rnvme's head: fio verify; the policies (numa: one path; round-robin: both, seen in
-# the block layer's counts of the hidden path disks); a reset of one path's controller and
-# the removal of a path's controller (QMP device_del) under fio verify, then its return
-# (device_add); a reset with a single path (bios wait for the controller); multipath=0.
+# the block layer's counts of the hidden path disks); a reset of one path's controller, its
+# death, and the removal of a path's controller (QMP device_del) under fio verify, then its
+# return (device_add); a reset with a single path (bios wait for the controller);
+# multipath=0.
 . /guest/lib.sh
 
 assign_drivers rnvme rnvme nvme
@@ -77,6 +78,27 @@ expect_eq private_head_size_as_c "$(cat /sys/block/$CH2/size)" "$(cat /sys/block
 expect_eq head_id_ns_as_c "$(nvme id-ns /dev/$CH | grep -E '^nsze|^lbaf')" \
 	"$(nvme id-ns /dev/rnvme0n1 | grep -E '^nsze|^lbaf')"
 
+# The namespace's identifiers on the head, as on its path (udev's by-id links name the
+# head), as C's head and path.
+ids() { cat /sys/block/$1/wwid /sys/block/$1/nsid /sys/block/$1/csi | tr '\n' ' '; }
+expect_eq head_ids_as_path_as_c "$(ids $CP)/ $(ids rnvme0c0n1)" "$(ids $CH)/ $(ids rnvme0n1)"
+
+# udev's /dev/disk/by-id links for the heads (udev/60-rnvme.rules; Debian's rules for C's):
+# the same names, each subsystem's serial number (plain and in hex, in the wwid) set aside.
+mkdir -p /etc/udev/rules.d && cp /guest/udev/60-rnvme.rules /etc/udev/rules.d/
+by_id() {
+	local serial=$(cat /sys/block/$1/serial 2>/dev/null || cat /sys/class/nvme/$2/serial)
+	serial=$(echo $serial)
+	local hex=$(printf %s "$serial" | od -An -tx1 | tr -d ' \n')
+	udevadm test --action=add "/sys/block/$1" 2>/dev/null | sed -n 's/^DEVLINKS=//p' |
+		tr ' ' '\n' | grep /disk/by-id/ | sed "s/$hex/HEX/; s/$serial/SERIAL/" | sort | tr '\n' ' '
+}
+rlinks=$(by_id rnvme0n1) clinks=$(by_id $CH $(ls /sys/class/nvme | head -1))
+echo "head by-id: $rlinks"
+[ $(echo $rlinks | wc -w) -ge 3 ] && pass head_by_id_links || fail head_by_id_links "$rlinks"
+expect_eq head_by_id_links_as_c "$(echo "$clinks" | sed 's/nvme[0-9]*n1/nvmeSn1/g')" \
+	"$(echo "$rlinks" | sed 's/nvme[0-9]*n1/nvmeSn1/g')"
+
 # --- data, policies --------------------------------------------------------------------------
 pattern() { dd if=/dev/urandom of=/tmp/$1 bs=64k count=16 2>/dev/null; }
 pattern a
@@ -113,6 +135,29 @@ bg_verify verify_across_path_reset /dev/rnvme0n1 6
 sleep 2
 check reset_path_controller nvme reset /dev/rnvme1
 end_verify verify_across_path_reset
+
+# --- a path's controller dies under I/O: its outstanding bios go to the other path ----------
+# Memory Space Enable cleared: its registers vanish; the first I/O timeout (3 s on the path)
+# finds them all ones and gives the controller up, taking its commands back.
+pci1=$(basename "$(readlink -f /sys/class/misc/rnvme1/device)")
+cmd1=$(pci_command $pci1)
+echo 3000 >/sys/block/rnvme0c1n1/queue/io_timeout
+bg_verify verify_across_path_death /dev/rnvme0n1 10
+sleep 2
+p0=$(ios rnvme0c0n1)
+pci_command $pci1 $((cmd1 & ~2))
+if wait_for 30 grep -q dead /sys/class/misc/rnvme1/state; then pass path_controller_dead
+else fail path_controller_dead "state $(cat /sys/class/misc/rnvme1/state)"; fi
+end_verify verify_across_path_death
+pci_command $pci1 $cmd1
+[ $(($(ios rnvme0c0n1) - p0)) -gt 100 ] && pass other_path_carried_io ||
+	fail other_path_carried_io "$(($(ios rnvme0c0n1) - p0)) I/Os on it"
+expect_eq head_kept_after_path_death yes "$(test -b /dev/rnvme0n1 && echo yes || echo no)"
+# Unbound and bound again, the controller is a path again.
+echo $pci1 >/sys/bus/pci/drivers/rnvme/unbind
+echo $pci1 >/sys/bus/pci/drivers/rnvme/bind
+if wait_for 30 test -e /sys/block/rnvme0c1n1; then pass path_back_after_rebind
+else fail path_back_after_rebind "no rnvme0c1n1"; fi
 
 # --- a path's controller removed and added back (QMP) under I/O ------------------------------
 # The C driver is unloaded first, so the controller added back is rnvme's to probe.

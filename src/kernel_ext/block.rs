@@ -4,4 +4,5 @@
 
 pub(crate) mod bio;
 pub(crate) mod bio_disk;
+pub(crate) mod disk;
 pub(crate) mod mq;

@@ -6,12 +6,11 @@
 
 use super::{
     bio::{Bio, DiskHandle},
-    mq::{
-        gen_disk::{commit_limits, ioctl_result, ioctl_target, setup_disk, take_private},
-        Limits,
-    },
+    disk::{attr_group, ioctl_result, ioctl_target, setup_disk, take_private, DiskAttrs},
+    mq::{gen_disk::commit_limits, Limits},
 };
 use crate::kernel_ext::sync::MemallocNoio;
+use crate::kernel_ext::sysfs::{AttrGroup, SysfsBuf};
 use core::{
     ffi::{c_int, c_uint},
     marker::PhantomData,
@@ -32,6 +31,21 @@ pub(crate) trait BioOperations: Sized + 'static {
     /// A bio for the disk: the driver passes it on, queues it or ends it.
     fn submit_bio(data: ArcBorrow<'_, Self::Data>, bio: Bio);
 
+    /// Names of the disk's read-only sysfs attributes (`/sys/block/<disk>/<name>`).
+    const DISK_ATTRS: &'static [&'static CStr] = &[];
+    /// Whether the disk has attribute `index` of [`Self::DISK_ATTRS`].
+    fn disk_attr_visible(_data: &Self::Data, _index: usize) -> bool {
+        true
+    }
+    /// Writes attribute `index` of [`Self::DISK_ATTRS`].
+    fn disk_attr_show(
+        _data: &Self::Data,
+        _index: usize,
+        _out: &mut SysfsBuf<'_>,
+    ) -> core::fmt::Result {
+        Err(core::fmt::Error)
+    }
+
     /// An ioctl on the disk's block device (`writable`: opened for writing).
     fn ioctl(
         data: ArcBorrow<'_, Self::Data>,
@@ -40,6 +54,31 @@ pub(crate) trait BioOperations: Sized + 'static {
         cmd: u32,
         arg: usize,
     ) -> Result<isize>;
+}
+
+/// The sysfs attributes of a [`BioOperations`] implementor's disks.
+struct BioAttrs<T: BioOperations>(PhantomData<T>);
+
+impl<T: BioOperations> DiskAttrs for BioAttrs<T> {
+    type Private = T::Data;
+    const NAMES: &'static [&'static CStr] = T::DISK_ATTRS;
+
+    fn visible(p: &T::Data, index: usize) -> bool {
+        T::disk_attr_visible(p, index)
+    }
+
+    fn show(p: &T::Data, index: usize, out: &mut SysfsBuf<'_>) -> core::fmt::Result {
+        T::disk_attr_show(p, index, out)
+    }
+
+    /// # Safety
+    ///
+    /// `disk` was created by [`BioDisk::new`]: its `private_data` holds an `Arc<T::Data>`
+    /// from before it is added until `free_disk`.
+    unsafe fn private<'p>(disk: *mut bindings::gendisk) -> &'p T::Data {
+        // SAFETY: see the function's safety section.
+        unsafe { &*(*disk).private_data.cast::<T::Data>() }
+    }
 }
 
 /// The `block_device_operations` of a [`BioOperations`] implementor.
@@ -120,11 +159,14 @@ impl<T: BioOperations> BioDiskOps<T> {
 /// # Invariants
 ///
 /// `disk` came from `__blk_alloc_disk` with [`BioDiskOps::FOPS`] and an `Arc<T::Data>` as
-/// `private_data`, and was added (`device_add_disk`) unless `added` is false. `drop`
-/// deletes (if added) and puts it.
+/// `private_data`, and was added (`device_add_disk`, with `_attrs` as its attribute groups)
+/// unless `added` is false. `drop` deletes (if added) and puts it before `_attrs` is freed.
 pub(crate) struct BioDisk<T: BioOperations> {
     disk: NonNull<bindings::gendisk>,
     added: bool,
+    /// The sysfs attributes of [`BioOperations::DISK_ATTRS`]; only reached through the
+    /// device, deleted with the disk.
+    _attrs: Option<KBox<AttrGroup>>,
     _t: PhantomData<T>,
 }
 
@@ -147,6 +189,8 @@ impl<T: BioOperations> BioDisk<T> {
         data: Arc<T::Data>,
         allocated: impl FnOnce(DiskHandle),
     ) -> Result<Self> {
+        let mut attrs = attr_group::<BioAttrs<T>>()?;
+        let groups = attrs.as_mut().map_or(core::ptr::null_mut(), |a| a.groups());
         let mut lim = limits.to_raw();
         // SAFETY: `lim` is a valid limits structure; the lock class is static.
         let disk = kernel::error::from_err_ptr(unsafe {
@@ -162,6 +206,7 @@ impl<T: BioOperations> BioDisk<T> {
             // SAFETY: `from_err_ptr` returned a non-error pointer.
             disk: unsafe { NonNull::new_unchecked(disk) },
             added: false,
+            _attrs: attrs,
             _t: PhantomData,
         };
         // SAFETY: `disk` is allocated and not yet visible to anyone else; `FOPS` expects an
@@ -177,9 +222,10 @@ impl<T: BioOperations> BioDisk<T> {
             )?
         };
         allocated(this.handle());
-        // SAFETY: the disk is fully set up; no parent, no attribute groups.
+        // SAFETY: the disk is fully set up; no parent; `groups` is null or points into
+        // `_attrs`, which lives until after the disk is deleted (invariant).
         let added = kernel::error::to_result(unsafe {
-            bindings::device_add_disk(core::ptr::null_mut(), disk, core::ptr::null_mut())
+            bindings::device_add_disk(core::ptr::null_mut(), disk, groups)
         });
         if let Err(e) = added {
             // `free_disk` only runs for added disks: take the data back here.

@@ -5,7 +5,10 @@
 
 use super::{dma_map::MAX_SEGMENTS, zoned, Integrity, Operations, TagSet, ZonedLimits};
 use crate::kernel_ext::{
-    block::bio::DiskHandle,
+    block::{
+        bio::DiskHandle,
+        disk::{attr_group, ioctl_result, ioctl_target, setup_disk, take_private, DiskAttrs},
+    },
     device_raw,
     sync::MemallocNoio,
     sysfs::{AttrGroup, SysfsBuf},
@@ -13,7 +16,6 @@ use crate::kernel_ext::{
 use core::{
     ffi::{c_int, c_uint, c_void},
     marker::PhantomData,
-    mem::offset_of,
     ptr::NonNull,
 };
 use kernel::{
@@ -122,83 +124,28 @@ impl Limits {
     }
 }
 
-/// `BLK_OPEN_WRITE` (include/linux/blkdev.h; a `__force` cast bindgen cannot evaluate).
-const BLK_OPEN_WRITE: u32 = 1 << 1;
+/// The sysfs attributes of a [`Operations`] implementor's disks.
+struct MqAttrs<T: Operations>(PhantomData<T>);
 
-/// Names a new disk and sets what every disk here has: its operations, its private data
-/// (taken back by [`take_private`], in `free_disk` or when adding fails), dynamic device
-/// numbers without partitions of our own, its capacity and read-only state. Upstream
-/// candidate (`GenDiskBuilder::build`'s common part).
-///
-/// # Safety
-///
-/// `disk` is allocated and not yet added or visible to anyone else; `private` is what
-/// `fops`' callbacks expect in `private_data`.
-pub(in crate::kernel_ext::block) unsafe fn setup_disk(
-    disk: *mut bindings::gendisk,
-    name: core::fmt::Arguments<'_>,
-    fops: &'static bindings::block_device_operations,
-    private: impl FnOnce() -> *mut c_void,
-    sectors: u64,
-    read_only: bool,
-) -> Result {
-    let name = kernel::str::CString::try_from_fmt(name)?;
-    let bytes = name.to_bytes_with_nul();
-    // SAFETY: see the function's safety section.
-    unsafe {
-        let dn = &mut (*disk).disk_name;
-        if bytes.len() > dn.len() {
-            return Err(ENAMETOOLONG);
-        }
-        for (d, s) in dn.iter_mut().zip(bytes) {
-            *d = *s;
-        }
-        (*disk).fops = fops;
-        (*disk).private_data = private();
-        (*disk).major = 0;
-        (*disk).first_minor = 0;
-        (*disk).minors = 0;
-        bindings::set_capacity(disk, sectors);
-        bindings::set_disk_ro(disk, read_only);
+impl<T: Operations> DiskAttrs for MqAttrs<T> {
+    type Private = T::Private;
+    const NAMES: &'static [&'static CStr] = T::DISK_ATTRS;
+
+    fn visible(p: &T::Private, index: usize) -> bool {
+        T::disk_attr_visible(p, index)
     }
-    Ok(())
-}
 
-/// Takes a disk's private data back (null if taken already): `free_disk`, or a disk whose
-/// `device_add_disk` failed (the block layer calls `free_disk` only for added disks).
-///
-/// # Safety
-///
-/// `disk` is live and nobody else uses its private data any more.
-pub(in crate::kernel_ext::block) unsafe fn take_private(
-    disk: *mut bindings::gendisk,
-) -> *mut c_void {
-    // SAFETY: see the function's safety section.
-    unsafe { core::mem::replace(&mut (*disk).private_data, core::ptr::null_mut()) }
-}
+    fn show(p: &T::Private, index: usize, out: &mut SysfsBuf<'_>) -> core::fmt::Result {
+        T::disk_attr_show(p, index, out)
+    }
 
-/// An ioctl's disk, whether the device was opened for writing and whether it is a partition.
-///
-/// # Safety
-///
-/// `bdev` is an open block device (which holds a reference to its disk).
-pub(in crate::kernel_ext::block) unsafe fn ioctl_target(
-    bdev: *mut bindings::block_device,
-    mode: bindings::blk_mode_t,
-) -> (*mut bindings::gendisk, bool, bool) {
-    // SAFETY: see the function's safety section.
-    let disk = unsafe { (*bdev).bd_disk };
-    // `bdev_is_partition` (inline): the whole disk is its `part0`.
-    // SAFETY: as above.
-    let partition = unsafe { (*disk).part0 != bdev };
-    (disk, mode & BLK_OPEN_WRITE != 0, partition)
-}
-
-/// An ioctl's result as the block layer takes it.
-pub(in crate::kernel_ext::block) fn ioctl_result(r: Result<isize>) -> c_int {
-    match r {
-        Ok(v) => v as c_int,
-        Err(e) => e.to_errno(),
+    /// # Safety
+    ///
+    /// `disk` was created by [`GenDisk::new`], whose `private_data` holds a `T::Private`
+    /// from before the disk is added until `free_disk`.
+    unsafe fn private<'p>(disk: *mut bindings::gendisk) -> &'p T::Private {
+        // SAFETY: see the function's safety section.
+        unsafe { &*(*disk).private_data.cast::<T::Private>() }
     }
 }
 
@@ -217,86 +164,6 @@ impl<T: Operations> DiskOps<T> {
         report_zones: Some(zoned::report_zones::<T>),
         ..pin_init::zeroed()
     };
-
-    /// The private data of the disk whose device (`disk_to_dev`) is `dev`.
-    ///
-    /// # Safety
-    ///
-    /// `dev` is the device of a live disk created by [`GenDisk::new`], whose `private_data`
-    /// holds a `T::Private` (from before the disk is added until `free_disk`).
-    unsafe fn private_of<'p>(dev: *mut bindings::device) -> &'p T::Private {
-        // SAFETY: A disk's device is `part0->bd_device` (`dev_to_disk`): the block device
-        // holding it points to the disk; see the function's safety section for the rest.
-        unsafe {
-            let bdev = dev
-                .cast::<u8>()
-                .sub(offset_of!(bindings::block_device, bd_device))
-                .cast::<bindings::block_device>();
-            &*(*(*bdev).bd_disk).private_data.cast::<T::Private>()
-        }
-    }
-
-    /// # Safety
-    ///
-    /// Called by sysfs for an attribute of [`Operations::DISK_ATTRS`] of a disk created by
-    /// [`GenDisk::new`], while it is added (deleting the disk waits for running calls).
-    unsafe extern "C" fn attr_show(
-        dev: *mut bindings::device,
-        attr: *mut bindings::device_attribute,
-        buf: *mut kernel::ffi::c_char,
-    ) -> isize {
-        // SAFETY: See the function's safety section; `buf` is the page sysfs gives us.
-        let (p, name, mut out) = unsafe {
-            (
-                Self::private_of(dev),
-                (*attr).attr.name,
-                SysfsBuf::from_show(buf),
-            )
-        };
-        // The group's names are `DISK_ATTRS`' own pointers.
-        let index = T::DISK_ATTRS.iter().position(|n| n.as_char_ptr() == name);
-        match index {
-            Some(i) if T::disk_attr_show(p, i, &mut out).is_ok() => out.len(),
-            _ => EIO.to_errno() as isize,
-        }
-    }
-
-    /// # Safety
-    ///
-    /// Called by sysfs while a disk created by [`GenDisk::new`] is added, for attribute `n`
-    /// of [`Operations::DISK_ATTRS`].
-    unsafe extern "C" fn attr_visible(
-        kobj: *mut bindings::kobject,
-        attr: *mut bindings::attribute,
-        n: c_int,
-    ) -> u16 {
-        // SAFETY: The kobject is the disk's device's (see the function's safety section).
-        let (p, mode) = unsafe {
-            let dev = kobj
-                .cast::<u8>()
-                .sub(offset_of!(bindings::device, kobj))
-                .cast::<bindings::device>();
-            (Self::private_of(dev), (*attr).mode)
-        };
-        match usize::try_from(n) {
-            Ok(i) if T::disk_attr_visible(p, i) => mode,
-            _ => 0,
-        }
-    }
-
-    /// Disks have no write-only attributes: never called.
-    ///
-    /// # Safety
-    ///
-    /// None needed: it touches nothing.
-    unsafe extern "C" fn attr_store(
-        _dev: *mut bindings::device,
-        _attr: *mut bindings::device_attribute,
-        _buf: *const kernel::ffi::c_char,
-        _count: usize,
-    ) -> isize {
-        EIO.to_errno() as isize
-    }
 
     /// # Safety
     ///
@@ -466,17 +333,7 @@ impl<'a, T: Operations> GenDisk<'a, T> {
         } = new;
         let data = KBox::pin(data, GFP_KERNEL)?;
         let private = KBox::new(private, GFP_KERNEL)?;
-        let mut attrs = match T::DISK_ATTRS {
-            [] => None,
-            names => Some(AttrGroup::new(
-                names,
-                DiskOps::<T>::attr_show,
-                &[],
-                DiskOps::<T>::attr_store,
-                Some(DiskOps::<T>::attr_visible),
-                static_lock_class!(),
-            )?),
-        };
+        let mut attrs = attr_group::<MqAttrs<T>>()?;
         let groups = attrs.as_mut().map_or(core::ptr::null_mut(), |a| a.groups());
         let mut lim = limits.to_raw();
         let qd = core::ptr::from_ref::<T::DiskData<'a>>(&data)
