@@ -18,15 +18,21 @@ insmod /lib/c/nvme-core.ko && insmod /lib/c/nvme.ko
 check insmod insmod /lib/rnvme.ko
 require_disk head_disk /dev/rnvme0n1
 require_disk private_namespace_head /dev/rnvme0n2
-# C numbers a subsystem after its first controller to probe, which varies (it probes in
-# parallel): find its head disks by their shape.
-c_head() { ls /sys/block | grep -E "^nvme[0-9]+n$1\$" | head -1; }
+# C numbers a subsystem after its first controller to probe, and its heads in the order it
+# found the namespaces (it probes and scans in parallel): its disks are found by nsid.
 if wait_for 60 sh -c "ls /sys/block | grep -qE '^nvme[0-9]+n2\$'"; then pass c_head_disks
 else abort c_head_disks "no C head disk: $(ls /sys/block | tr '\n' ' ')"; fi
+# c_disk h|p NSID: C's head, or a path, of namespace NSID.
+c_disk() {
+	local d k
+	for d in $(ls /sys/block | grep '^nvme'); do
+		case $d in *c*) k=p ;; *) k=h ;; esac
+		[ $k = $1 ] && [ "$(cat /sys/block/$d/nsid)" = $2 ] && echo $d && return
+	done
+}
 # Until C has all three paths (it scans from a work item).
 wait_for 60 sh -c "[ \$(ls /sys/block | grep -cE '^nvme[0-9]+c') = 3 ]"
-CH=$(c_head 1) CH2=$(c_head 2)
-CP=$(ls /sys/block | grep -E "^${CH%n1}c[0-9]+n1\$" | head -1)
+CH=$(c_disk h 1) CH2=$(c_disk h 2) CP=$(c_disk p 1)
 # reads DISK: reads completed on a disk (the block layer's count).
 reads() { awk '{print $1}' /sys/block/$1/stat; }
 # ios DISK: reads and writes completed.
@@ -53,9 +59,12 @@ verify() {
 }
 
 # --- topology, against the C driver ---------------------------------------------------------
-# shape PREFIX: the disks' names with subsystem and controller numbers left out.
+# shape PREFIX: the driver's disks as heads and paths of namespace ids.
 shape() {
-	ls /sys/block | grep "^$1" | sed -E "s/^$1[0-9]+/S/; s/c[0-9]+n/cCn/" | sort | tr '\n' ' '
+	local d
+	for d in $(ls /sys/block | grep "^$1"); do
+		case $d in *c*) echo "path$(cat /sys/block/$d/nsid)" ;; *) echo "head$(cat /sys/block/$d/nsid)" ;; esac
+	done | sort | tr '\n' ' '
 }
 if [ "$(shape nvme)" = "$(shape rnvme)" ]; then pass disks_as_c; else
 	fail disks_as_c "C: $(ls /sys/block | grep '^nvme' | tr '\n' ' ')rnvme: $(shape rnvme)"
