@@ -113,10 +113,9 @@ impl Bio {
     /// `submit_bio_noacct`). A removed disk fails it.
     pub(crate) fn submit_to(self, to: &DiskHandle) {
         let bio = self.into_raw();
-        // SAFETY: we owned the bio; its ownership passes to the block layer. `to` holds a
-        // reference to its disk, so `part0` is valid; a bio only holds a pointer to the
-        // block device, whose queue the block layer enters (failing it if the disk is gone)
-        // before using it.
+        // As C's multipath, a bio sent just before the disk's owner deletes it fails at the
+        // disk's queue (`bio_queue_enter`); the owner keeps the disk's memory until then.
+        // SAFETY: we owned the bio, now the block layer's; `to` keeps `part0` valid.
         unsafe {
             set_dev(bio, to.part0());
             bindings::submit_bio_noacct(bio);
