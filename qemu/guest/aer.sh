@@ -4,8 +4,13 @@
 # RNVME-HMP lines) at the root port above rnvme's controller (QEMU's NVMe controller has no
 # AER capability of its own; the port reports errors on its link, and recovery runs on
 # every device below it) and, the same, above the C driver's identical one, each while fio
-# writes and verifies 32 deep (no correctable error: those QEMU 7.2 injects at a root port
-# never reach the guest, whose port counts none; no driver has a part in them anyway):
+# writes and verifies 32 deep:
+#   correctable (Receiver Error, then Bad TLP): the link corrected them, nothing is to be
+#     recovered: the port counts each, no driver is called (neither rnvme nor C has a
+#     cor_error_detected), no reset. QEMU drops correctable error messages on their way up
+#     (pcie_aer_msg_alldev passes only uncorrectable ones), so these come from the kernel's
+#     software injector (aer_inject.ko) instead, which fakes the port's AER registers until
+#     it is unloaded: it is unloaded before QEMU injects the others;
 #   uncorrectable non-fatal (Poisoned TLP): the link works: error_detected says it can
 #     recover, and rnvme's mmio_enabled finds the controller healthy (C has none: the same
 #     outcome), no reset;
@@ -113,6 +118,56 @@ aer_case() {
 	[ -e "$4" ] && pass "${drv}_chardev_kept_after_${kind}_error" ||
 		fail "${drv}_chardev_kept_after_${kind}_error" "no $4"
 }
+
+# cor_count PORT NAME: the port's count of correctable errors named NAME (RxErr, BadTLP,
+# TOTAL_ERR_COR).
+cor_count() {
+	awk -v n="$2" '$1 == n { print $2 }' "/sys/bus/pci/devices/$1/aer_dev_correctable" 2>/dev/null
+}
+
+# cor_errors PORT: a Receiver Error, then a Bad TLP, reported by PORT through the software
+# injector, the second once the first was counted (two at once would be one message).
+cor_counted() { [ "$(cor_count "$1" TOTAL_ERR_COR)" -gt "$2" ]; }
+cor_errors() {
+	local c0 s t0
+	for s in 0x1 0x40; do
+		c0=$(cor_count "$1" TOTAL_ERR_COR)
+		t0=$(uptime_cs)
+		aer-inject "$1" cor "$s" || return 1
+		wait_for 10 cor_counted "$1" "${c0:-0}" || return 1
+		echo "correctable error $s at $1 counted $((($(uptime_cs) - t0) * 10)) ms after it was injected"
+	done
+}
+
+# cor_case DRIVER DISK CHARDEV: correctable errors at the port above DRIVER's controller
+# while fio writes and verifies on DISK: counted by kind, no recovery run, no reset, no
+# Abort (no I/O timed out), fio verifies.
+cor_case() {
+	local drv=$1 disk=$2 pci port rx bad rec
+	pci=$(bound_to "$drv" | head -1)
+	port=$(port_of "$pci")
+	rx=$(cor_count "$port" RxErr)
+	bad=$(cor_count "$port" BadTLP)
+	rec=$(recoveries)
+	trace_mark "${drv}_correctable_begin" "$disk"
+	io_across "${drv}_io_verifies_across_correctable_errors" "$drv" "$disk" cor_errors "$port"
+	expect_eq "${drv}_receiver_error_counted" "$((${rx:-0} + 1))" "$(cor_count "$port" RxErr)"
+	expect_eq "${drv}_bad_tlp_counted" "$((${bad:-0} + 1))" "$(cor_count "$port" BadTLP)"
+	expect_eq "${drv}_no_recovery_for_correctable_errors" "$rec" "$(recoveries)"
+	trace_mark "${drv}_correctable_end" "$disk"
+	trace_expect "${drv}_no_abort_across_correctable_errors" "${drv}_correctable_begin" \
+		"${drv}_correctable_end" eq 0 "pci_nvme_admin_cmd cid [0-9]+ sqid 0 opc 0x8 "
+	trace_expect "${drv}_no_reset_for_correctable_errors" "${drv}_correctable_begin" \
+		"${drv}_correctable_end" eq 0 "pci_nvme_mmio_start_success"
+	[ -e "$3" ] && pass "${drv}_chardev_kept_after_correctable_errors" ||
+		fail "${drv}_chardev_kept_after_correctable_errors" "no $3"
+}
+
+check insmod_aer_inject insmod /lib/c/aer_inject.ko
+cor_case rnvme /dev/rnvme0n1 /dev/rnvme0
+cor_case nvme /dev/nvme0n1 /dev/nvme0
+expect_eq rnvme_live_after_correctable_errors live "$(cat /sys/class/misc/rnvme0/state)"
+check rmmod_aer_inject rmmod aer_inject
 
 for drv in rnvme nvme; do
 	if [ $drv = rnvme ]; then set -- rp0 /dev/rnvme0n1 /dev/rnvme0; else
