@@ -127,8 +127,8 @@ pub(crate) struct AdminQueue<'b> {
     /// When each abort slot was taken (monotonic nanoseconds; [`i64::MAX`] while free, so
     /// a slot seen taken before its time is stored looks new, not old).
     abort_since: [Atomic<i64>; ABORT_SLOTS],
-    /// Faults tests inject (lost Abort completions).
-    faults: Arc<Faults>,
+    /// Faults tests inject (lost Abort completions, a delayed admin timeout).
+    pub(crate) faults: Arc<Faults>,
     /// An Asynchronous Event Request is outstanding.
     aer_armed: Atomic<bool>,
     /// Who handles asynchronous events, once the controller is up.

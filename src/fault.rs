@@ -11,6 +11,9 @@
 //!   controller never posted them.
 //! - `fail_restart`: the next N times the controller is brought back (after a reset, a
 //!   resume, a slot reset) fail, as if it did not come back.
+//! - `admin_timeout_delay_ms`: a driver admin command that timed out waits this long
+//!   before it moves the controller to resetting, which widens the window in which the
+//!   controller may be reset or declared dead meanwhile.
 
 // Core atomics, not `kernel::sync::atomic`: `fail_dma_map` is read on every I/O, and the
 // crate's atomics are out-of-line helper calls unless `CONFIG_RUST_INLINE_HELPERS`. The
@@ -38,6 +41,8 @@ pub(crate) struct Faults {
     lost_aborts: AtomicU32,
     /// Restarts still to fail ([`ALWAYS`]: all of them).
     restarts: AtomicU32,
+    /// Milliseconds an admin timeout waits before it changes the controller's state.
+    admin_timeout_delay_ms: AtomicU32,
 }
 
 /// The faults' debugfs files.
@@ -47,6 +52,7 @@ pub(crate) enum Knob {
     ResetDelayMs,
     LoseAbortCompletions,
     FailRestart,
+    AdminTimeoutDelayMs,
 }
 
 impl Faults {
@@ -57,6 +63,7 @@ impl Faults {
                 reset_delay_ms: AtomicU32::new(0),
                 lost_aborts: AtomicU32::new(0),
                 restarts: AtomicU32::new(0),
+                admin_timeout_delay_ms: AtomicU32::new(0),
             },
             GFP_KERNEL,
         )?)
@@ -80,10 +87,13 @@ impl Faults {
 
     /// Sleeps for `reset_delay_ms`, if set, before a timeout resets the controller.
     pub(crate) fn delay_reset(&self) {
-        let ms = self.reset_delay_ms.load(Relaxed);
-        if ms != 0 {
-            fsleep(Delta::from_millis(i64::from(ms)));
-        }
+        sleep_ms(&self.reset_delay_ms);
+    }
+
+    /// Sleeps for `admin_timeout_delay_ms`, if set, before an admin timeout changes the
+    /// controller's state.
+    pub(crate) fn delay_admin_timeout(&self) {
+        sleep_ms(&self.admin_timeout_delay_ms);
     }
 
     fn knob(&self, k: Knob) -> &AtomicU32 {
@@ -92,6 +102,7 @@ impl Faults {
             Knob::ResetDelayMs => &self.reset_delay_ms,
             Knob::LoseAbortCompletions => &self.lost_aborts,
             Knob::FailRestart => &self.restarts,
+            Knob::AdminTimeoutDelayMs => &self.admin_timeout_delay_ms,
         }
     }
 
@@ -112,6 +123,14 @@ impl Faults {
         let count = text.trim().parse::<u32>().map_err(|_| EINVAL)?;
         self.knob(k).store(count, Relaxed);
         Ok(())
+    }
+}
+
+/// Sleeps for the milliseconds a delay knob holds (none if 0).
+fn sleep_ms(ms: &AtomicU32) {
+    let ms = ms.load(Relaxed);
+    if ms != 0 {
+        fsleep(Delta::from_millis(i64::from(ms)));
     }
 }
 

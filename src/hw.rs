@@ -311,10 +311,13 @@ impl<'b> Hw<'b> {
     /// I/O stalling on a disabled controller until two I/O timeouts have passed.
     fn admin_timed_out(&self) {
         let _ = self.disable();
-        if self.state() != State::Live {
+        self.admin.faults.delay_admin_timeout();
+        // Not under the reset lock (a reset's own commands time out here while it holds
+        // it): a reset or a give-up may have run since this command was sent, and a dead
+        // controller must stay dead, so only a live one moves to resetting.
+        if !self.status.change(State::Live, State::Resetting) {
             return;
         }
-        self.set_state(State::Resetting);
         self.admin.cancel();
         // Without the work (a probe before it started it), the probe fails with the command.
         if let Some(work) = self.admin.events() {

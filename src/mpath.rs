@@ -119,6 +119,21 @@ impl CtrlStatus {
     /// has each head it serves submit the bios waiting for a path.
     pub(crate) fn set_state(&self, s: State) {
         self.state.store(s as u32, Relaxed);
+        self.changed(s);
+    }
+
+    /// Moves the state from `from` to `s`, unless it is no longer `from`; returns whether
+    /// it did. For those who change it without the reset lock: they must not overwrite
+    /// what a reset or a give-up stored since they looked.
+    pub(crate) fn change(&self, from: State, s: State) -> bool {
+        let ok = self.state.cmpxchg(from as u32, s as u32, Relaxed).is_ok();
+        if ok {
+            self.changed(s);
+        }
+        ok
+    }
+
+    fn changed(&self, s: State) {
         if s != State::Resetting {
             for h in self.heads.lock().iter() {
                 h.kick();

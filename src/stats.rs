@@ -157,6 +157,7 @@ impl DebugDir {
             (c"reset_delay_ms", Knob::ResetDelayMs),
             (c"lose_abort_completions", Knob::LoseAbortCompletions),
             (c"fail_restart", Knob::FailRestart),
+            (c"admin_timeout_delay_ms", Knob::AdminTimeoutDelayMs),
         ];
         for (name, knob) in knobs {
             let file = self.dir.read_write_callback_file(

@@ -101,5 +101,38 @@ pci_command $pci $cmd
 echo "$pci" >/sys/bus/pci/drivers/rnvme/bind
 wait_for 20 test -b /dev/rnvme0n1 && pass rebind_after_recovery || fail rebind_after_recovery "no disk"
 check read_after_rebind dd if=/dev/rnvme0n1 of=/dev/null bs=64k count=16 iflag=direct
+
+# --- an admin timeout racing with a give-up ------------------------------------------------
+# A rescan's Identify times out (sent while Memory Space Enable was off), and while its
+# handler waits between stopping the controller and the reset it asks for (debugfs
+# admin_timeout_delay_ms), a read times out twice on the stopped controller, whose reset
+# does not bring it back (debugfs fail_restart): it is declared dead. The late handler must
+# leave it dead: it used to store "resetting" over "dead", and the reset it then asked for
+# enabled the dead controller again (its queues and disks stay dead: a live state over
+# nothing). QEMU's trace: no enable from before the race to the end.
+grep -q ' /sys/kernel/debug ' /proc/mounts || mount -t debugfs none /sys/kernel/debug
+dbg=/sys/kernel/debug/rnvme0
+trace_mark race_begin /dev/rnvme0n1
+echo 8000 >$dbg/admin_timeout_delay_ms
+echo 1 >$dbg/fail_restart
+echo 1000 >/sys/block/rnvme0n1/queue/io_timeout
+pci_command $pci $((cmd & ~2))
+nvme ns-rescan /dev/rnvme0 >/tmp/rescan-race.out 2>&1 &
+rescan=$!
+sleep 1
+pci_command $pci $cmd
+# The Identify times out 3 s after it was sent; its handler then waits 8 s, the controller
+# stopped: a read now times out, is aborted, times out again and resets it.
+sleep 3
+dd if=/dev/rnvme0n1 of=/dev/null bs=4k count=1 iflag=direct 2>/tmp/dd-race.err &&
+	fail race_read_fails "the read succeeded" || pass race_read_fails
+expect_eq race_controller_dead dead "$(cat /sys/class/misc/rnvme0/state)"
+wait_for 20 sh -c "! kill -0 $rescan"
+wait $rescan && fail race_rescan_times_out "the rescan succeeded" || pass race_rescan_times_out
+# A reset the late handler asked for would run now, in the controller's work.
+sleep 3
+expect_eq admin_timeout_leaves_dead_controller_dead dead "$(cat /sys/class/misc/rnvme0/state)"
+trace_expect admin_timeout_after_death_enables_nothing race_begin end eq 0 \
+	"pci_nvme_mmio_start_success"
 check rmmod rmmod rnvme
 finish
