@@ -523,7 +523,9 @@ fn map_metadata(
 /// supports them and the transfer is at least `sgl_threshold` bytes of more than one segment
 /// (one descriptor per segment beats one PRP entry per page) and not `prps_only`, else with
 /// PRPs.
-#[inline]
+// Always inlined (with what it calls for one segment): since the metadata and zoned paths
+// call it too, the compiler otherwise keeps it out of `queue_rq`, a call on every I/O.
+#[inline(always)]
 fn map_data(
     q: &IoQueue<'_>,
     ns: &Namespace<'_>,

@@ -106,7 +106,9 @@ pub(crate) fn build(
 /// transfer, described without walking segments or touching a list (the C driver's
 /// `nvme_setup_prp_simple`). `None` when it is empty or needs a list; [`build`] gives the
 /// same entries for every segment this accepts.
-#[inline]
+// Always inlined: on the path of every small read and write, where an out-of-line call
+// costs about as much as its body.
+#[inline(always)]
 pub(crate) fn simple(addr: u64, len: u32, page_size: u64) -> Option<(u64, u64)> {
     let in_first = page_size - (addr & (page_size - 1));
     let len = u64::from(len);

@@ -58,6 +58,8 @@ fn dma_mapping_error(dev: &Device<Bound>, addr: bindings::dma_addr_t) -> bool {
 impl<T: Operations> Request<T> {
     /// The request's data as one physically contiguous range (page, offset from it,
     /// length), when it is a single segment that its first bio vector covers entirely.
+    // Always inlined, as `map_data` and `unmap_data`: once per I/O, on the hot path.
+    #[inline(always)]
     fn single_bvec(&self) -> Option<(*mut bindings::page, usize, u32)> {
         // SAFETY: the request is owned by the driver; its bio chain and flags are stable.
         unsafe {
@@ -85,6 +87,7 @@ impl<T: Operations> Request<T> {
     /// through the scatterlist in its private data. Returns how: the range itself when it is
     /// one, else the number of DMA segments; [`Self::segments`] yields them in either case.
     /// Through [`super::Dispatched::map_data`].
+    #[inline(always)]
     pub(super) fn map_data(&self, dev: &Device<Bound>) -> Result<Mapping> {
         let pdu = self.pdu();
         if let Some((page, offset, len)) = self.single_bvec() {
@@ -174,6 +177,7 @@ impl<T: Operations> Request<T> {
     /// Undoes [`Self::map_data`] and [`Self::map_metadata`]; does nothing if nothing is
     /// mapped. Through the tokens of
     /// the driver that owns the request ([`super::Dispatched`], [`super::Owned`]).
+    #[inline(always)]
     pub(super) fn unmap_data(&self, dev: &Device<Bound>) {
         // The metadata first, as C's `nvme_pci_unmap_rq`.
         self.unmap_metadata(dev);
