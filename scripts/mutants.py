@@ -9,11 +9,20 @@ For each mutant: the working tree (tracked and new files, not out/ or .git) is c
 $RNVME_CACHE/mutants/tree, the mutant's `from` text (which must occur exactly once in its
 file) is replaced by its `to`, and that copy's scripts/test.sh runs the host unit tests and
 the mutant's scenarios (RNVME_TEST_ONLY, on the flavour the scenario names), every VM
-capped at RNVME_VM_TIMEOUT_CAP seconds (default 600). The mutant is killed if any test
-fails; the first failure is printed as its killer. A mutant that does not build is an
-error, not a kill. Logs: out/mutants/<name>/. The tree itself is never modified.
+capped at RNVME_VM_TIMEOUT_CAP seconds (default 600). Logs: out/mutants/<name>/.
 
-Prints `N mutants, K killed` last; exits non-zero unless every mutant was killed.
+A kill must be evidence, not noise:
+- the baseline: each set of scenarios runs once on the unmodified copy first (once per
+  set, shared by the mutants that name it); only a test that passed there can kill;
+- a test that passed in the baseline and fails (or goes missing) with the mutant kills it;
+  a failure of a test that already failed in the baseline counts for nothing;
+- every kill is run again: the mutant is killed only if a test of the baseline's passes
+  fails in both runs; otherwise it is a flaky kill, listed and not counted;
+- a mutant that does not build, or does not apply, is an error, not a kill.
+
+Prints every mutant's verdict, the survivors, flaky kills and errors, then `N mutants, K
+killed` last; exits non-zero unless every mutant was killed. The tree itself is never
+modified.
 """
 
 import os
@@ -63,6 +72,7 @@ def run(m, tree, logs):
                RNVME_TEST_ONLY="^(" + "|".join(map(re.escape, m["scenarios"])) + ")$",
                RNVME_TEST_LOGS=logs,
                RNVME_VM_TIMEOUT_CAP=os.environ.get("RNVME_VM_TIMEOUT_CAP", "600"))
+    env.pop("RNVME_CI", None)
     os.makedirs(logs, exist_ok=True)
     with open(os.path.join(logs, "..", os.path.basename(logs) + ".out"), "w") as out:
         p = subprocess.run(["bash", os.path.join(tree, "scripts", "test.sh")], cwd=tree,
@@ -70,6 +80,29 @@ def run(m, tree, logs):
                            text=True)
         out.write(p.stdout)
     return p.returncode, p.stdout
+
+
+def results(out):
+    """The tests a run of scripts/test.sh passed, and those it failed (a test the manifest
+    lists that the run never reported is failed), as {"scenario: test": why}."""
+    passed, failed = set(), {}
+    for line in out.splitlines():
+        if line.startswith("PASS  "):
+            passed.add(line[6:])
+        elif line.startswith("FAIL  "):
+            rest = line[6:]
+            if rest.startswith("manifest: "):
+                rest = rest[len("manifest: "):]
+            parts = rest.split(": ", 2)
+            name = ": ".join(parts[:2])
+            failed[name] = parts[2] if len(parts) > 2 else ""
+    return passed - set(failed), failed
+
+
+def killers(baseline, out):
+    """The tests that passed in the baseline and failed in this run: {name: why}."""
+    _, failed = results(out)
+    return {n: why for n, why in failed.items() if n in baseline}
 
 
 def main():
@@ -86,35 +119,69 @@ def main():
     tree = os.path.join(CACHE, "mutants", "tree")
     out_dir = os.path.join(ROOT, "out", "mutants")
     os.makedirs(out_dir, exist_ok=True)
-    killed, results = 0, []
+    t_start = time.monotonic()
+    baselines = {}
+    killed, results_lines, survivors, flaky, errors = 0, [], [], [], []
     for i, m in enumerate(todo, 1):
         t0 = time.monotonic()
         print(f"[{i}/{len(todo)}] {m['name']}: {m['what']}", flush=True)
+        key = tuple(sorted(m["scenarios"]))
+        if key not in baselines:
+            copy_tree(tree)
+            tag = "baseline-" + "+".join(key)
+            rc, out = run(m, tree, os.path.join(out_dir, tag))
+            passed, failed = results(out)
+            baselines[key] = passed
+            note = f", {len(failed)} failed there (they cannot kill)" if failed else ""
+            print(f"  baseline {', '.join(key)}: {len(passed)} tests passed{note}", flush=True)
+        baseline = baselines[key]
         copy_tree(tree)
         err = apply(tree, m)
         if err:
             verdict = f"ERROR: does not apply: {err}"
+            errors.append(m["name"])
+        elif not baseline:
+            verdict = "ERROR: nothing passed in the baseline (see its log)"
+            errors.append(m["name"])
         else:
             rc, out = run(m, tree, os.path.join(out_dir, m["name"]))
             fails = [line[6:] for line in out.splitlines() if line.startswith("FAIL  ")]
+            first = killers(baseline, out)
             if any(f.startswith("build-") for f in fails):
                 verdict = "ERROR: the mutant does not build (see its log)"
-            elif fails:
-                killed += 1
-                verdict = f"killed by {fails[0][:160]}"
-                if len(fails) > 1:
-                    verdict += f" (and {len(fails) - 1} more failures)"
-            elif rc != 0:
+                errors.append(m["name"])
+            elif first:
+                # Again, to tell a kill from a flaky test.
+                rc2, out2 = run(m, tree, os.path.join(out_dir, m["name"] + "-again"))
+                both = {n: w for n, w in killers(baseline, out2).items() if n in first}
+                if both:
+                    killed += 1
+                    name = sorted(both)[0]
+                    verdict = f"killed by {name}: {both[name][:140]}"
+                    if len(both) > 1:
+                        verdict += f" (and {len(both) - 1} more, in both runs)"
+                else:
+                    verdict = ("FLAKY: the tests that failed once passed again: "
+                               + ", ".join(sorted(first))[:200])
+                    flaky.append(m["name"])
+            elif rc != 0 and not fails:
                 verdict = f"ERROR: test.sh exited {rc} without a FAIL line"
+                errors.append(m["name"])
             else:
-                verdict = "SURVIVED: no test failed"
+                verdict = "SURVIVED: no test of the baseline's passes failed"
+                survivors.append(m["name"])
         dt = time.monotonic() - t0
         line = f"  {m['name']}: {verdict} [{', '.join(m['scenarios'])}, {dt:.0f} s]"
         print(line, flush=True)
-        results.append(line)
+        results_lines.append(line)
     shutil.rmtree(tree, ignore_errors=True)
     print()
-    print("\n".join(results))
+    print("\n".join(results_lines))
+    for what, lst in (("survivors", survivors), ("flaky kills", flaky), ("errors", errors)):
+        if lst:
+            print(f"{what}: {' '.join(lst)}")
+    total = time.monotonic() - t_start
+    print(f"{len(baselines)} baselines, {total / 60:.0f} min in all")
     print(f"{len(todo)} mutants, {killed} killed")
     return 0 if killed == len(todo) else 1
 

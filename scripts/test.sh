@@ -12,10 +12,22 @@
 #   RNVME_TEST_FLAVOURS="base debug"   kernels to run the VM scenarios on
 #   RNVME_TEST_ONLY=regex              only scenarios whose name matches
 #   RNVME_TEST_LOGS=dir                where the logs go (default out/test-logs)
+#   RNVME_CI=1                         refuse a partial selection (.ci/run sets it)
 . "$(dirname "$0")/common.sh"
 set +e
 
 FLAVOURS=${RNVME_TEST_FLAVOURS:-"base debug"}
+# The selection, named in the summary: a partial run must not look like a whole one.
+if [ -n "${RNVME_TEST_ONLY:-}" ] || [ "$FLAVOURS" != "base debug" ]; then
+	SELECTION="partial: scenarios matching '${RNVME_TEST_ONLY:-.*}' on the $FLAVOURS kernel(s)"
+	if [ -n "${RNVME_CI:-}" ]; then
+		echo "rnvme: CI runs every test; refusing the selection RNVME_TEST_ONLY='${RNVME_TEST_ONLY:-}' RNVME_TEST_FLAVOURS='$FLAVOURS'" >&2
+		echo "0 passed, 1 failed"
+		exit 1
+	fi
+else
+	SELECTION="every scenario on the base and debug kernels"
+fi
 LOGS=${RNVME_TEST_LOGS:-$RNVME_ROOT/out/test-logs}
 MANIFEST=$RNVME_ROOT/scripts/test.manifest
 rm -rf "$LOGS"
@@ -28,7 +40,7 @@ FAILED_NAMES=()
 # QEMU trace events every VM scenario records: the evidence of what the device did.
 # The cli scenario's namespace identifiers (qemu/guest/cli.sh checks them).
 NS1_UUID=5aa5c33c-0b1e-4c2d-9e8f-0123456789ab NS1_EUI64=0x5254000000c0ffee NS2_EUI64=0x52540000000beef2
-TRACE_EVENTS=pci_nvme_read,pci_nvme_write,pci_nvme_io_cmd,pci_nvme_admin_cmd,pci_nvme_create_sq,pci_nvme_dsm*,pci_nvme_map_sgl,pci_nvme_mmio_start_success,pci_nvme_mmio_shutdown_set
+TRACE_EVENTS=pci_nvme_read,pci_nvme_write,pci_nvme_io_cmd,pci_nvme_admin_cmd,pci_nvme_create_sq,pci_nvme_create_cq,pci_nvme_del_sq,pci_nvme_del_cq,pci_nvme_dsm*,pci_nvme_map_sgl,pci_nvme_mmio_start_success,pci_nvme_mmio_shutdown_set
 
 # ok NAME / bad NAME [WHY]: one test result; NAME is "scenario: test".
 ok() {
@@ -117,6 +129,19 @@ guest_results() {
 	if [ "$nres" != "$want" ]; then
 		bad "$name: trace expectations checked" "$want expected, $nres verdicts: $(tail -3 "$LOGS/$name.trace-check")"
 	fi
+	# The guest's expectations of the commands in the submission queues (scripts/sqe.py).
+	if tr -d '\r' <"$res" 2>/dev/null | grep -qE '^RNVME-SQE-(EXPECT|SAME|ABORTS) '; then
+		while IFS= read -r line; do
+			case $line in
+			"PASS "*) ok "$name: ${line#PASS }" ;;
+			"FAIL "*)
+				rest=${line#FAIL }
+				bad "$name: ${rest%%: *}" "${rest#*: }"
+				;;
+			esac
+		done < <(python3 "$RNVME_ROOT/scripts/sqe.py" check "$res" "$LOGS/$name.sqe" \
+			"$LOGS/$name.trace" 2>&1)
+	fi
 }
 
 # vm_status NAME RC: the guest command exited 0 and the kernel log is clean. Also notes how
@@ -140,6 +165,27 @@ $(grep -A20 'kernel reported problems' "$LOGS/$name.run.log" | tail -n +2)" ;;
 	esac
 }
 
+# scenario_images NAME FLAVOUR QEMU-OPTIONS...: sets IMAGES to the directory of the
+# scenario's namespace images (its --image-dir; for --backend image without one, a directory
+# made for it, whose option goes in IMAGE_OPT), kept after the VM exits: the host then finds
+# there the data the guest asked it to (RNVME-IMAGE-EXPECT, lib.sh's image_write).
+scenario_images() {
+	local name=$1 flavour=$2 prev="" a
+	shift 2
+	IMAGES="" IMAGE_OPT=()
+	for a in "$@"; do
+		[ "$a" = -- ] && break
+		[ "$prev" = --image-dir ] && IMAGES=$a
+		prev=$a
+	done
+	if [ -z "$IMAGES" ] && [[ " $* " == *" --backend image "* ]]; then
+		IMAGES=$RNVME_ROOT/out/test-images/$flavour/$name
+		rm -rf "$IMAGES"
+		mkdir -p "$IMAGES"
+		IMAGE_OPT=(--image-dir "$IMAGES")
+	fi
+}
+
 # run_vm NAME FLAVOUR QEMU-OPTIONS... -- GUEST-COMMAND
 run_vm() {
 	local name=$1 flavour=$2
@@ -149,12 +195,14 @@ run_vm() {
 	fi
 	local log=$LOGS/$name.console.log
 	scenario_start "$name" "$flavour"
+	scenario_images "$name" "$flavour" "$@"
 	"$RNVME_ROOT/qemu/run" --flavour "$flavour" --quiet --log "$log" \
 		--results "$LOGS/$name.results" --trace "$TRACE_EVENTS" --trace-file "$LOGS/$name.trace" \
-		"$@" >"$LOGS/$name.run.log" 2>&1
+		"${IMAGE_OPT[@]}" "$@" >"$LOGS/$name.run.log" 2>&1
 	local rc=$?
 	guest_results "$name"
 	vm_status "$name" $rc
+	if [ -n "$IMAGES" ]; then image_expect "$name" "$IMAGES"; fi
 }
 
 # The data a guest wrote through rnvme (qemu/guest/io.sh, HOSTCHECK=1) is verified on the
@@ -163,14 +211,14 @@ host_verify() {
 	local name=$1 img=$2 log=$LOGS/$1.hostcheck.log
 	[[ -n ${RNVME_TEST_ONLY:-} && ! $name =~ $RNVME_TEST_ONLY ]] && return
 	if ! grep -q RNVME-HOSTCHECK-WRITTEN "$LOGS/$name.results"; then
-		bad "$name: host verifies the image" "the guest did not write the data"
+		bad "$name: host verifies the image (32 MiB, crc32c)" "the guest did not write the data"
 	elif fio --name=hostcheck --filename="$img" --rw=randwrite --bs=64k --size=32M \
 		--ioengine=psync --verify=crc32c --verify_only --verify_fatal=1 --randseed=1234 \
 		--verify_state_save=0 --output="$log" && ! grep -qE "err=[ ]*[1-9]|verify: bad" "$log"; then
 		ok "$name: host verifies the image (32 MiB, crc32c)"
 		HOST_VERIFIED_MIB=$((HOST_VERIFIED_MIB + 32))
 	else
-		bad "$name: host verifies the image" "$(grep -iE 'verify|err' "$log" | head -3)"
+		bad "$name: host verifies the image (32 MiB, crc32c)" "$(grep -iE 'verify|err' "$log" | head -3)"
 	fi
 }
 
@@ -208,7 +256,8 @@ flush_test() {
 	scenario_start "$name" "$flavour"
 	"$RNVME_ROOT/qemu/run" --flavour "$flavour" --quiet --log "$log" --ctrls 1 \
 		--backend image --image-dir "$dir" --size 64M --pidfile "$dir/qemu.pid" \
-		--results "$res" --trace pci_nvme_io_cmd --trace-file "$LOGS/$name.trace" \
+		--results "$res" --trace pci_nvme_io_cmd,pci_nvme_enqueue_req_completion \
+		--trace-file "$LOGS/$name.trace" \
 		-- 'sh /guest/flush.sh' >"$LOGS/$name.run.log" 2>&1 &
 	local runner=$! sum="" i=0
 	# Up to 5 minutes for the guest to say fsync returned, then QEMU is killed at once.
@@ -252,11 +301,11 @@ $out"
 	else
 		bad "$name: fsynced data in the host image after QEMU was killed" "sha256 differs"
 	fi
-	# Flush is I/O opcode 0 (QEMU's trace of the commands it received).
-	if grep -qE 'pci_nvme_io_cmd cid [0-9]+ nsid 0x1 sqid [0-9]+ opc 0x0 ' "$LOGS/$name.trace" 2>/dev/null; then
+	# After the last write the device completed (QEMU's trace: scripts/flush_order.py).
+	if why=$(python3 "$RNVME_ROOT/scripts/flush_order.py" "$LOGS/$name.trace"); then
 		ok "$name: a FLUSH reached the device"
 	else
-		bad "$name: a FLUSH reached the device" "no Flush command in QEMU's trace"
+		bad "$name: a FLUSH reached the device" "$why"
 	fi
 }
 
@@ -287,10 +336,11 @@ hmp_vm() {
 	[[ -n ${RNVME_TEST_ONLY:-} && ! $name =~ $RNVME_TEST_ONLY ]] && return
 	local log=$LOGS/$name.console.log qmp=/tmp/rnvme-qmp-$$.sock res=$LOGS/$name.results
 	scenario_start "$name" "$flavour"
+	scenario_images "$name" "$flavour" "$@"
 	"$RNVME_ROOT/qemu/run" --flavour "$flavour" --quiet --log "$log" \
 		--results "$res" --trace "$TRACE_EVENTS" --trace-file "$LOGS/$name.trace" \
-		--qmp "$qmp" "$@" >"$LOGS/$name.run.log" 2>&1 &
-	local runner=$! done=0 seq cmd
+		--qmp "$qmp" "${IMAGE_OPT[@]}" "$@" >"$LOGS/$name.run.log" 2>&1 &
+	local runner=$! done=0 dumped=0 seq cmd
 	while kill -0 $runner 2>/dev/null; do
 		while read -r seq cmd; do
 			[ "$seq" -eq $((done + 1)) ] || continue
@@ -299,9 +349,18 @@ hmp_vm() {
 				>>"$LOGS/$name.hmp.log"
 			done=$seq
 		done < <(cat "$res" 2>/dev/null | tr -d '\r' | sed -n 's/^RNVME-HMP //p')
+		# The submission queues, when the guest asks (lib.sh's sq_dump).
+		while read -r seq cmd; do
+			[ "$seq" -eq $((dumped + 1)) ] || continue
+			python3 "$RNVME_ROOT/scripts/sqe.py" dump "$LOGS/$name.trace" "$qmp" \
+				"$LOGS/$name.sqe/$cmd" >>"$LOGS/$name.sqe.log" 2>&1 ||
+				echo "dump $cmd failed" >>"$LOGS/$name.sqe.log"
+			dumped=$seq
+		done < <(mkdir -p "$LOGS/$name.sqe"; cat "$res" 2>/dev/null | tr -d '\r' | sed -n 's/^RNVME-SQDUMP //p')
 		sleep 0.2
 	done
 	bg_vm_done "$name" $runner "$qmp"
+	if [ -n "$IMAGES" ]; then image_expect "$name" "$IMAGES"; fi
 }
 
 # Controller removal under I/O: the host deletes nvme1 over QMP when the guest is ready,
@@ -388,9 +447,9 @@ for flavour in $FLAVOURS; do
 	mkdir -p "$img"/{io,lba4k,mdts1,queues1,msix1,poll,aen,errors,timeout,stress,dead,format,busmaster,swiotlb,power,aer,mpath}
 	if [ "$flavour" = base ]; then
 		T=900 BASIC_CTRLS=3 BASIC_NS=2 IO_ENV='LBA=512 HOSTCHECK=1' IO_SIZE=256M FUZZ_N=3000 URING_SIZE=16M
-		CYCLES=50 SLEEP_ROUNDS=20 SPECIAL_ENV='QUICK=1'
+		CYCLES=50 SLEEP_ROUNDS=20 SPECIAL_ENV='QUICK=1 HOSTCHECK=1'
 	else
-		T=1800 BASIC_CTRLS=2 BASIC_NS=1 IO_ENV='QUICK=1 FIO_SIZE=8M' IO_SIZE=128M FUZZ_N=1000 URING_SIZE=8M
+		T=1800 BASIC_CTRLS=2 BASIC_NS=1 IO_ENV='QUICK=1 FIO_SIZE=8M HOSTCHECK=1' IO_SIZE=128M FUZZ_N=1000 URING_SIZE=8M
 		CYCLES=10 SLEEP_ROUNDS=9 SPECIAL_ENV='QUICK=1 FIO_SIZE=8M'
 	fi
 
@@ -404,14 +463,13 @@ for flavour in $FLAVOURS; do
 	# The I/O path, on file-backed namespaces so data is real and checked on the host.
 	run_vm "io-$flavour" "$flavour" --ctrls 1 --ns 2 --backend image --timeout $T \
 		--image-dir "$img/io" --size $IO_SIZE -- "NS=2 $IO_ENV sh /guest/io.sh"
-	[ "$flavour" = base ] && host_verify "io-$flavour" "$img/io/ctrl0-ns2.img"
+	host_verify "io-$flavour" "$img/io/ctrl0-ns2.img"
 	trace_check "io-$flavour" "SGLs carry large transfers" "$LOGS/io-$flavour.trace" \
 		'pci_nvme_map_sgl type 0x3'
 	# Device errors injected under the emulated controllers (QEMU blkdebug).
 	run_vm "errors-$flavour" "$flavour" --ctrls 2 --backend image --image-dir "$img/errors" \
 		--size 64M --blkdebug "$RNVME_ROOT/qemu/guest/errors.rules" --timeout $T \
 		-- 'sh /guest/errors.sh'
-	image_expect "errors-$flavour" "$img/errors"
 	# I/O slower than its timeout: abort, controller reset, bounded retries.
 	run_vm "timeout-$flavour" "$flavour" --ctrls 1 --ns 3 --backend image --timeout $T \
 		--image-dir "$img/timeout" --size 64M --slow-ns 2 --slow-ns 3 --slow-ms 5000 \
@@ -442,18 +500,22 @@ for flavour in $FLAVOURS; do
 		-- 'sh /guest/meta.sh'
 	run_vm "lba4k-$flavour" "$flavour" --ctrls 1 --lba 4096 --backend image --timeout $T \
 		--image-dir "$img/lba4k" --size 256M -- "LBA=4096 $SPECIAL_ENV sh /guest/io.sh"
+	[ "$flavour" = base ] && host_verify "lba4k-$flavour" "$img/lba4k/ctrl0-ns1.img"
 	# MDTS = 1 (8 KiB transfers): 1 MiB requests are split by the block layer.
 	run_vm "mdts1-$flavour" "$flavour" --ctrls 1 --mdts 1 --backend image --timeout $T \
 		--image-dir "$img/mdts1" --size 256M -- "$SPECIAL_ENV sh /guest/io.sh"
+	[ "$flavour" = base ] && host_verify "mdts1-$flavour" "$img/mdts1/ctrl0-ns1.img"
 	# Fewer queues than CPUs, and one MSI-X vector shared by every queue.
 	# With the deepest queues the controller takes (io_queue_depth=4096 is capped by
 	# QEMU's CAP.MQES to 2048 entries).
 	run_vm "queues1-$flavour" "$flavour" --ctrls 1 --max-qpairs 1 --backend image \
 		--image-dir "$img/queues1" --size 256M --timeout $T \
 		-- "$SPECIAL_ENV RNVME_ARGS=io_queue_depth=4096 DEEP=2048 EXPECT_QUEUES='1 I/O queues of depth 2048 on 2 MSI-X' sh /guest/io.sh"
+	[ "$flavour" = base ] && host_verify "queues1-$flavour" "$img/queues1/ctrl0-ns1.img"
 	run_vm "msix1-$flavour" "$flavour" --ctrls 1 --msix 1 --backend image \
 		--image-dir "$img/msix1" --size 256M --timeout $T \
 		-- "$SPECIAL_ENV EXPECT_QUEUES='1 I/O queues of depth [0-9]+ on 1 MSI-X' sh /guest/io.sh"
+	[ "$flavour" = base ] && host_verify "msix1-$flavour" "$img/msix1/ctrl0-ns1.img"
 	# nvme-cli through /dev/rnvme0 and its disks, compared with the C driver on an
 	# identical controller; ioctl edge cases, a bounded fuzz, unbind with open files.
 	# Namespace identifiers: namespace 1 has a UUID and an EUI64, namespace 2 an EUI64
@@ -484,7 +546,7 @@ for flavour in $FLAVOURS; do
 	# Temperatures in hwmon and health and error events, beside the C driver; the host
 	# raises health warnings (QMP qom-set) when the guest asks.
 	hmp_vm "health-$flavour" "$flavour" --ctrls 2 --backend image --size 64M --timeout $T \
-		--trace "$TRACE_EVENTS,pci_nvme_aer_post_cqe,pci_nvme_get_log" -- 'sh /guest/health.sh'
+		--trace "$TRACE_EVENTS,pci_nvme_aer_post_cqe,pci_nvme_get_log,pci_nvme_setfeat" -- 'sh /guest/health.sh'
 	# io_uring passthrough on the generic devices, beside the C driver's.
 	run_vm "uring-$flavour" "$flavour" --ctrls 2 --backend image --size 64M --timeout $T \
 		-- "SIZE=$URING_SIZE sh /guest/uring.sh"
@@ -504,6 +566,14 @@ for flavour in $FLAVOURS; do
 	# per namespace; policies, a path's reset and removal (QMP) under fio verify.
 	hmp_vm "mpath-$flavour" "$flavour" --ctrls 4 --subsys-pairs --ns 2 --private-ns 2 \
 		--backend image --image-dir "$img/mpath" --size 64M --timeout $T -- 'sh /guest/mpath.sh'
+	# Every field of the commands rnvme submits, read from the submission queues (guest
+	# memory, over QMP) after its requests, beside the C driver's: FUA, PRINFO and the
+	# reference tag, LBAs past 2^32 on an 8 TiB namespace, NLB, Write Zeroes, the Abort
+	# that follows a timeout.
+	hmp_vm "sqe-$flavour" "$flavour" --ctrls 2 --ns 3 --slow-ns 3 --slow-ms 5000 \
+		--backend image --size 8T \
+		--ns-extra 2:ms=8,pi=1 --trace "$TRACE_EVENTS,pci_nvme_mmio_asqaddr*,pci_nvme_mmio_aqattr" \
+		--timeout $T -- 'sh /guest/sqe.sh'
 	flush_test "$flavour"
 	hotplug_test "$flavour"
 	# 4 controllers probed at once, load/unload cycles with I/O in between.
@@ -552,5 +622,6 @@ if [ $FAIL -gt 0 ]; then
 	printf '  %s\n' "${FAILED_NAMES[@]}"
 	echo "logs: $LOGS"
 fi
+echo "selection: $SELECTION"
 echo "$PASS passed, $FAIL failed"
 [ $FAIL -eq 0 ]

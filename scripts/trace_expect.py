@@ -15,6 +15,11 @@ RESULTS is a VM's results channel (qemu/run --results). The guest's test library
         marks FROM and TO ("start", "end": the whole trace) must number N (OP eq, ge, le),
         or (OP sumeq) their first group, summed, must be N. N may be max:NAME,NAME...:
         the largest count of those earlier expectations.
+    RNVME-TRACE-CONTROL NAME FROM TO REGEX
+        the positive control of expectation NAME: REGEX must match at least one line
+        between FROM and TO. An expectation that something is absent (eq 0, le) passes
+        only with a control that matched: a count of zero proves nothing when the event
+        is not recorded or the pattern does not fit its format.
 
 Prints one line per expectation, `PASS NAME` or `FAIL NAME: why`, and exits 1 if any
 failed. This is how tests prove what the device did (commands, ranges, resets, retries,
@@ -28,7 +33,7 @@ import sys
 def main():
     if len(sys.argv) != 3:
         sys.exit(__doc__)
-    marks, expects = [], []
+    marks, expects, controls = [], [], {}
     with open(sys.argv[1], errors="replace") as f:
         for line in f:
             words = line.rstrip("\r\n").split(" ", 6)
@@ -36,6 +41,8 @@ def main():
                 marks.append((words[1], int(words[2]), int(words[3]), int(words[4])))
             elif words[0] == "RNVME-TRACE-EXPECT" and len(words) == 7:
                 expects.append(words[1:])
+            elif words[0] == "RNVME-TRACE-CONTROL" and len(words) >= 5:
+                controls[words[1]] = (words[2], words[3], " ".join(words[4:]))
             elif words[0].startswith("RNVME-TRACE-"):
                 print(f"FAIL trace_expectation_syntax: bad line {line.strip()!r}")
     try:
@@ -72,6 +79,23 @@ def main():
         else:
             where[name] = None
 
+    def control_fails(name):
+        """Why the positive control of expectation NAME does not hold, or None."""
+        if name not in controls:
+            return "an absence in the trace needs a positive control (RNVME-TRACE-CONTROL)"
+        frm, to, regex = controls[name]
+        a, b = where.get(frm), where.get(to)
+        if a is None or b is None:
+            return f"control: mark {frm if a is None else to} not in the trace"
+        try:
+            pat = re.compile(regex)
+        except re.error as e:
+            return f"control: bad pattern: {e}"
+        if not any(pat.search(line) for line in trace[a:b]):
+            return f"its positive control /{regex}/ matched nothing in {frm}..{to}: " \
+                "the event may not be recorded, or the pattern not fit it"
+        return None
+
     counts = {}
     for name, frm, to, op, n, regex in expects:
         a, b = where.get(frm), where.get(to)
@@ -97,6 +121,11 @@ def main():
             ok = {"eq": got == want, "ge": got >= want, "le": got <= want}.get(op)
             if ok is None:
                 result(name, False, f"bad operator {op}")
+                continue
+        if ok and op in ("eq", "le") and want == 0:
+            why = control_fails(name)
+            if why:
+                result(name, False, why)
                 continue
         result(name, ok, f"{op} {want} wanted, {got} in the trace ({frm}..{to}: /{regex}/)")
     return 1 if failed else 0

@@ -22,7 +22,7 @@ check detached_namespace_has_no_generic_device test ! -e /dev/rng0n2
 expect_eq allocated_namespaces_listed "$(printf '[   0]:0x1\n[   1]:0x2')" "$(nvme list-ns $R -a)"
 
 check attach_command ns_attach 0
-check event_adds_disk wait_for 10 test -b ${R}n2
+check event_adds_disk wait_for 10 disk_live ${R}n2
 check event_adds_generic_device test -c /dev/rng0n2
 expect_eq one_event_logged 1 "$(events)"
 dd if=/dev/urandom of=/tmp/p bs=1M count=4 2>/dev/null
@@ -43,9 +43,10 @@ exec 3<&-
 # After a reset the controller has forgotten the request: rnvme must send a new one.
 check nvme_reset nvme reset $R
 check attach_after_reset ns_attach 0
-check event_after_reset_adds_disk wait_for 10 test -b ${R}n2
+check event_after_reset_adds_disk wait_for 10 disk_live ${R}n2
 expect_eq three_events_logged 3 "$(events)"
 check data_kept_while_detached sh -c "dd if=${R}n2 bs=1M count=4 iflag=direct 2>/dev/null | cmp - /tmp/p"
 check ns_rescan_keeps_disks sh -c "nvme ns-rescan $R && test -b ${R}n1 -a -b ${R}n2"
+image_write host_image ${R}n1 0 1
 check rmmod rmmod rnvme
 finish

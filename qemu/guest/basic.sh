@@ -77,8 +77,20 @@ check io_writes_complete dd if=/dev/zero of=/dev/rnvme0n1 bs=64k count=64 oflag=
 # --- sysfs unbind / bind -------------------------------------------------------------
 dev=$(bound_to rnvme | head -1)
 serial=$(identify_lines | grep "$dev" | sed -E 's/.*serial "([^"]*)".*/\1/')
+# Its I/O queues, and a disk of another controller for the trace marks.
+for c in /sys/class/misc/rnvme*; do
+	[ "$(basename "$(readlink -f $c/device)")" = "$dev" ] && nq=$(($(cat $c/queue_count) - 1)) inst=${c##*rnvme}
+done
+other=$(ls /dev | grep -E '^rnvme[0-9]+n1$' | grep -v "^rnvme${inst}n1\$" | head -1)
 dmesg -c >/dev/null
+trace_mark unbind_begin /dev/$other
 echo "$dev" >/sys/bus/pci/drivers/rnvme/unbind
+trace_mark unbind_end /dev/$other
+# Each I/O queue deleted on the device before the shutdown (QEMU traces a CQ deletion only
+# when it succeeds, which needs its SQ deleted first; after CC.EN=0 there is no admin queue
+# to run them).
+trace_expect unbind_deletes_io_sqs unbind_begin unbind_end eq $nq 'pci_nvme_del_sq deleting submission queue sqid=[0-9]+$'
+trace_expect unbind_deletes_io_cqs unbind_begin unbind_end eq $nq 'pci_nvme_del_cq deleted completion queue, cqid=[0-9]+$'
 SHUTDOWNS=$((SHUTDOWNS + 1))
 if [ -e "/sys/bus/pci/drivers/rnvme/$dev" ]; then
 	fail sysfs_unbind "$dev still bound"
@@ -144,7 +156,7 @@ echo "$cdev" >/sys/bus/pci/drivers/rnvme/unbind
 SHUTDOWNS=$((SHUTDOWNS + 1))
 echo nvme >"/sys/bus/pci/devices/$cdev/driver_override"
 insmod /lib/c/nvme-core.ko && insmod /lib/c/nvme.ko
-if wait_for 20 test -b /dev/nvme0n1; then
+if wait_for 20 disk_live /dev/nvme0n1; then
 	pass c_driver_binds_other_controller
 else
 	fail c_driver_binds_other_controller "no /dev/nvme0n1"

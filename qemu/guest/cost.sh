@@ -12,7 +12,7 @@ assign_drivers nvme rnvme
 insmod /lib/c/nvme-core.ko && insmod /lib/c/nvme.ko && insmod /lib/rnvme.ko || exit 1
 insmod /lib/c/null_blk.ko queue_mode=2 irqmode=0 submit_queues=1 hw_queue_depth=256 \
 	nr_devices=1 gb=1 bs=512 || exit 1
-wait_for 30 test -b /dev/nvme0n1 && wait_for 30 test -b /dev/rnvme0n1 || exit 1
+wait_for 30 disk_live /dev/nvme0n1 && wait_for 30 disk_live /dev/rnvme0n1 || exit 1
 # Every read checks the device node's atime (relatime compares it with mtime and ctime, to
 # the nanosecond when the seconds are equal): the nodes' timestamps, not the driver, chose
 # the path, 11 instructions apart. The same old mtime for all, a ctime a second before the

@@ -36,6 +36,9 @@ warning_is() { [ "$(warning "$1")" = "$2" ]; }
 threshold() {
 	nvme get-feature "$1" -f 4 ${2:+--cdw11=$2} 2>&1 | sed -n 's/.*Current value: *//p'
 }
+# bad_doorbell PCI: a write to the doorbell of submission queue 63 (never created: 0x1000 +
+# 2 * 63 * 4), an error event of the controller at PCI.
+bad_doorbell() { mmio-write "$1" 0x11f8 1 && sleep 2; }
 
 RH=$(hwmon_of "$PCI") CH=$(hwmon_of "$CPCI")
 [ -n "$RH" ] && pass hwmon_device || abort hwmon_device "no hwmon device below $PCI"
@@ -84,10 +87,15 @@ trace_expect temp_event_posted temp_event_start temp_event_end eq 1 'pci_nvme_ae
 trace_mark c_temp_event_start /dev/nvme0n1
 echo 40000 >"$CH/temp1_max"
 sleep 2
+# The control of the check below: an event posted in the window, an error on rnvme's
+# controller (rnvme reads the error log: its error events below still come; on C's, whose
+# log nothing reads, it would hold back C's next one).
+bad_doorbell "$PCI"
 trace_mark c_temp_event_end /dev/nvme0n1
 expect_eq temp_alarm_on_as_c "$(cat "$CH/temp1_alarm")" "$(cat "$RH/temp1_alarm")"
 # The C driver enables no health events: the device posts none.
-trace_expect c_temp_event_not_posted c_temp_event_start c_temp_event_end eq 0 'pci_nvme_aer_post_cqe type 0x1'
+trace_absent c_temp_event_not_posted c_temp_event_start c_temp_event_end 'pci_nvme_aer_post_cqe type 0x1' \
+	'pci_nvme_aer_post_cqe type 0x[0-9a-f]+ '
 echo 69850 >"$RH/temp1_max"
 echo 69850 >"$CH/temp1_max"
 expect_eq temp_alarm_off_again 0 "$(cat "$RH/temp1_alarm")"
@@ -109,15 +117,34 @@ trace_expect health_events_both_posted health_start health_end eq 2 'pci_nvme_ae
 trace_expect health_log_read health_start health_end ge 2 'pci_nvme_get_log cid [0-9]+ lid 0x2 lsp 0x0 rae 0x0'
 trace_mark c_health_start /dev/nvme0n1
 warn_and_wait /dev/nvme0 "$CID" 4
+bad_doorbell "$PCI" # the control, as above
 trace_mark c_health_end /dev/nvme0n1
-trace_expect c_health_event_not_posted c_health_start c_health_end eq 0 'pci_nvme_aer_post_cqe type 0x1'
+trace_absent c_health_event_not_posted c_health_start c_health_end 'pci_nvme_aer_post_cqe type 0x1' \
+	'pci_nvme_aer_post_cqe type 0x[0-9a-f]+ '
 hmp qom-set "/machine/peripheral/$RID" smart_critical_warning 0
 hmp qom-set "/machine/peripheral/$CID" smart_critical_warning 0
 wait_for 20 warning_is /dev/rnvme0 0
 
+# --- a controller reset: the event configuration set again, an event after it delivered --
+# A reset returns the features to their defaults (QEMU 7.2 keeps them, so only its trace of
+# the Set Features tells): the driver sets Asynchronous Event Configuration again, to the
+# value the device holds now (Get Features).
+aec=$(nvme get-feature /dev/rnvme0 -f 0xb 2>/dev/null | sed -n 's/.*Current value: *//p')
+aec=$(printf '%#x' "$((${aec:-0}))")
+trace_mark aec_reset_begin /dev/rnvme0n1
+check reset_before_health_event sh -c 'echo 1 >/sys/class/misc/rnvme0/reset_controller'
+wait_for 30 grep -q live /sys/class/misc/rnvme0/state
+trace_mark aec_reset_end /dev/rnvme0n1
+trace_expect aec_set_again_after_reset aec_reset_begin aec_reset_end eq 1 \
+	"pci_nvme_setfeat cid [0-9]+ nsid 0x0 fid 0xb save 0x0 cdw11 $aec\$"
+warn_and_wait /dev/rnvme0 "$RID" 4
+trace_mark aec_event_end /dev/rnvme0n1
+trace_expect health_event_after_reset aec_reset_end aec_event_end eq 1 \
+	'pci_nvme_aer_post_cqe type 0x1 info 0x0 lid 0x2'
+hmp qom-set "/machine/peripheral/$RID" smart_critical_warning 0
+wait_for 20 warning_is /dev/rnvme0 0
+
 # --- error events: a doorbell of a queue that does not exist, twice -------------------------
-# The doorbell of submission queue 63 (never created): 0x1000 + 2 * 63 * 4.
-bad_doorbell() { mmio-write "$1" 0x11f8 1 && sleep 2; }
 trace_mark error_start /dev/rnvme0n1
 check bad_doorbell_written bad_doorbell "$PCI"
 bad_doorbell "$PCI"
@@ -134,6 +161,7 @@ expect_eq state_live_after_events live "$(cat /sys/class/misc/rnvme0/state)"
 dd if=/dev/urandom of=/tmp/pat bs=64k count=16 2>/dev/null
 dd if=/tmp/pat of=/dev/rnvme0n1 bs=64k oflag=direct 2>/dev/null
 check io_after_events cmp -n 1048576 /tmp/pat /dev/rnvme0n1
+image_write host_image /dev/rnvme0n1 0 1
 
 check rmmod sh -c 'rmmod rnvme && rmmod nvme && rmmod nvme-core'
 expect_eq hwmon_gone_after_rmmod "" "$(hwmon_of "$PCI")"

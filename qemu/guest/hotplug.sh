@@ -47,7 +47,7 @@ expect_eq other_controller_still_bound 1 "$(bound_to rnvme | count)"
 check other_disk_still_works dd if=/dev/rnvme0n1 of=/dev/null bs=64k count=16 iflag=direct
 mark "RNVME-HOTPLUG-REMOVED"
 # The host adds the controller back (QMP device_add).
-if wait_for 60 test -b /dev/rnvme1n1; then pass readded_controller_probed; else
+if wait_for 60 disk_live /dev/rnvme1n1; then pass readded_controller_probed; else
 	fail readded_controller_probed "no /dev/rnvme1n1 60 s after device_add"
 fi
 check readded_disk_works dd if=/dev/rnvme1n1 of=/dev/null bs=64k count=16 iflag=direct

@@ -30,7 +30,7 @@ fi
 # fio_verify NAME FIO-ARGS...: writes with verification headers, drops the page cache, then
 # reads everything back from the device and verifies it in a second run.
 fio_verify() {
-	name=$1
+	name=$1 why=""
 	shift
 	log=/tmp/fio-$name.log
 	if ! fio --name="$name" --filename=$DEV --output=$log --do_verify=0 "$@" ||
@@ -41,13 +41,13 @@ fio_verify() {
 	sync
 	echo 3 >/proc/sys/vm/drop_caches
 	if fio --name="$name" --filename=$DEV --output=$log.v --verify_only \
-		--verify_fatal=1 "$@" && ! grep -qE "err=[ ]*[1-9]|verify: bad" $log.v; then
+		--verify_fatal=1 "$@" && why=$(fio_verified $log.v); then
 		bytes=$(sed -nE 's/.*io=([0-9.]+[KMG]i?B).*/\1/p' $log.v | head -1)
 		echo "fio $name verified ${bytes:-?}"
 		[ -n "$bytes" ] && mark "RNVME-VERIFIED $bytes"
 		pass "fio_$name"
 	else
-		fail "fio_$name" "verify phase: $(grep -iE 'verify|err' $log.v | head -3 | tr '\n' ' ')"
+		fail "fio_$name" "verify phase: ${why:-$(grep -iE 'verify|err' $log.v | head -3 | tr '\n' ' ')}"
 	fi
 }
 
@@ -104,6 +104,20 @@ fi
 # queue (without queue_rqs, blk-mq commits a batch apart only after an error).
 # (An I/O scheduler would take the plug's requests instead: none, whatever the kernel's default.)
 echo none >/sys/block/${DEV#/dev/}/queue/scheduler
+# One batch of 16 reads reaches the device at once (its doorbell rung by the commit), with
+# no Abort or reset while it runs: a batch left without a doorbell waits for a timeout.
+trace_mark commit_begin $DEV
+fio --name=commit --filename=$DEV --ioengine=io_uring --direct=1 --rw=randread --bs=4k \
+	--iodepth=16 --iodepth_batch_submit=16 --iodepth_batch_complete_min=16 --number_ios=16 \
+	--size=1M --output=/dev/null
+trace_mark commit_end $DEV
+trace_expect batch_reaches_device commit_begin commit_end ge 16 \
+	"pci_nvme_read cid [0-9]+ nsid 1 nlb [0-9]+ count 4096 lba "
+trace_absent batch_without_abort commit_begin commit_end \
+	"pci_nvme_admin_cmd cid [0-9]+ sqid 0 opc 0x8 " \
+	"pci_nvme_admin_cmd cid [0-9]+ sqid 0 opc 0x[0-9a-f]+ " start io_begin
+trace_absent batch_without_reset commit_begin commit_end "pci_nvme_mmio_start_success" \
+	"pci_nvme_mmio_start_success" start io_begin
 k0=$(stat_sum 0 commits)
 fio_verify uring_batch_4k_qd32 --ioengine=io_uring --direct=1 --rw=randwrite --bs=4k \
 	--iodepth=32 --iodepth_batch_submit=16 --iodepth_batch_complete_min=16 \
@@ -155,8 +169,10 @@ fi
 trace_mark zeroes_end $DEV
 trace_expect write_zeroes_cover_the_range zeroes_begin zeroes_end sumeq $((8 * 1048576 / LBA)) \
 	"pci_nvme_write cid [0-9]+ opname 'NVME_NVM_CMD_WRITE_ZEROES' nsid 1 nlb ([0-9]+) "
-trace_expect write_zeroes_no_data_writes zeroes_begin zeroes_end eq 0 \
-	"pci_nvme_write cid [0-9]+ opname 'NVME_NVM_CMD_WRITE' "
+# Control: the Write Zeroes commands are pci_nvme_write lines too.
+trace_absent write_zeroes_no_data_writes zeroes_begin zeroes_end \
+	"pci_nvme_write cid [0-9]+ opname 'NVME_NVM_CMD_WRITE' " \
+	"pci_nvme_write cid [0-9]+ opname 'NVME_NVM_CMD_[A-Z_]+' "
 # Data around the discarded range is untouched.
 dd if=/tmp/rand of=/tmp/rand-head bs=1M count=4 2>/dev/null
 dd if=/tmp/rand of=/tmp/rand-tail bs=1M skip=5 count=3 2>/dev/null
@@ -270,11 +286,17 @@ if [ "${HOSTCHECK:-0}" = 1 ]; then
 	else
 		fail hostcheck_written "fio failed"
 	fi
+else
+	# Without the 32 MiB the host verifies, 1 MiB it finds in the image.
+	image_write host_image /dev/rnvme0n$NS 0 $NS
 fi
 
 # Nothing in this script may time out: after the probe, QEMU saw no controller enable (a
-# reset) and no Abort.
-trace_expect no_reset_during_io io_begin end eq 0 "pci_nvme_mmio_start_success"
-trace_expect no_abort_during_io io_begin end eq 0 "pci_nvme_admin_cmd cid [0-9]+ sqid 0 opc 0x8 "
+# reset) and no Abort. Controls: the boot's enables (an enable after io_begin would be the
+# failure), and the admin commands after io_begin (nvme id-ns, rmmod's queue deletions).
+trace_absent no_reset_during_io io_begin end "pci_nvme_mmio_start_success" \
+	"pci_nvme_mmio_start_success" start end
+trace_absent no_abort_during_io io_begin end "pci_nvme_admin_cmd cid [0-9]+ sqid 0 opc 0x8 " \
+	"pci_nvme_admin_cmd cid [0-9]+ sqid 0 opc 0x[0-9a-f]+ "
 check rmmod rmmod rnvme
 finish

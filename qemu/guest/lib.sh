@@ -130,9 +130,10 @@ kmemleak_check() {
 		fail kmemleak_clean "the debug kernel has no $f"
 		return
 	fi
-	# kmemleak only reports objects older than 5 s, found unreferenced by two scans.
+	# kmemleak only reports objects older than 5 s. One scan request is enough: the 7.3
+	# kernel's scan scans twice itself (a full pass, then its suspects again) and reports
+	# what stayed unreferenced in both; a second request only cost each debug run 10-20 s.
 	sleep 6
-	echo scan >$f
 	echo scan >$f
 	n=$(grep -c "unreferenced object" $f || true)
 	if [ "$n" = 0 ]; then pass kmemleak_clean; else
@@ -166,10 +167,18 @@ abort() {
 	finish
 }
 
-# require_disk NAME DEV [SECONDS]: DEV must become a block device (not a regular file a
-# test would create in devtmpfs), else the script gives up.
+# disk_live DEV: DEV is a block device that opens and has a size. Its node appears in
+# add_disk before the block device is added (an open then fails with ENXIO) and before the
+# disk is announced to udev: a test that waits for the node alone races add_disk. This is
+# what a user's tools wait for (udev's add event comes after it).
+disk_live() {
+	[ -b "$1" ] && [ "$(blockdev --getsz "$1" 2>/dev/null || echo 0)" -gt 0 ]
+}
+
+# require_disk NAME DEV [SECONDS]: DEV must become a live disk (not a regular file a test
+# would create in devtmpfs, not a node add_disk has not finished), else the script gives up.
 require_disk() {
-	if wait_for "${3:-20}" test -b "$2"; then pass "$1"; else abort "$1" "no block device $2"; fi
+	if wait_for "${3:-20}" disk_live "$2"; then pass "$1"; else abort "$1" "no live block device $2"; fi
 }
 
 # run_helper NAME CMD...: runs a helper program that reports its own tests; NAME passes if
@@ -198,6 +207,57 @@ trace_mark() {
 	mark "RNVME-TRACE-MARK $1 $nsid $((3 * k)) $ss"
 }
 
+# image_write NAME DEV CTRL NSID: writes 1 MiB of random data through DEV (direct, at 5/8
+# of its size: past what the tests write, short of trace_mark's blocks) and asks the host to
+# find it, after the VM exited, in the image of namespace NSID of QEMU's controller CTRL
+# (scripts/test.sh's image_expect reports NAME): the device got the data at the place the
+# guest meant, which a read back through the same driver cannot tell. Call it last, before
+# the driver is unloaded: nothing may write there after it.
+image_write() {
+	local sz mib
+	sz=$(blockdev --getsize64 "$2" 2>/dev/null) || {
+		fail "$1" "cannot open $2"
+		return
+	}
+	mib=$((sz * 5 / 8 / 1048576))
+	dd if=/dev/urandom of="/tmp/image-$1" bs=1M count=1 2>/dev/null
+	if dd if="/tmp/image-$1" of="$2" bs=1M seek=$mib count=1 oflag=direct 2>/dev/null; then
+		mark "RNVME-IMAGE-EXPECT $1 $3 $4 $((mib * 1048576)) 1048576 $(sha256sum <"/tmp/image-$1" | cut -d' ' -f1)"
+	else
+		fail "$1" "the write through $2 failed"
+	fi
+}
+
+# --- every submitted command whole (scripts/sqe.py) ------------------------------------
+SQDUMPS=0
+# sq_dump NAME: the host saves the submission queues of the controller enabled last from
+# guest memory (scenarios run by scripts/test.sh's hmp_vm), as dump NAME. It takes them
+# within a poll of the results channel; the guest then waits, submitting nothing that could
+# wrap a ring or free it. A late dump shows as a check that finds no command, not a pass.
+sq_dump() {
+	SQDUMPS=$((SQDUMPS + 1))
+	mark "RNVME-SQDUMP $SQDUMPS $1"
+	sleep 3
+}
+
+# sqe_expect NAME DUMP MATCH... -- WANT...: the commands of DUMP with the fields of MATCH
+# (at least one) all have the fields of WANT (field=value; scripts/sqe.py lists them).
+sqe_expect() {
+	mark "RNVME-SQE-EXPECT $*"
+}
+
+# sqe_same NAME DUMP-A DUMP-B MATCH-A... -- MATCH-B... -- FIELD...: the one command each
+# MATCH selects has the same FIELDs in both dumps (rnvme's and the C driver's).
+sqe_same() {
+	mark "RNVME-SQE-SAME $*"
+}
+
+# sqe_aborts NAME DUMP NSID: the admin queue of DUMP holds an Abort, and each Abort there
+# names a command the device received for namespace NSID (QEMU's trace).
+sqe_aborts() {
+	mark "RNVME-SQE-ABORTS $*"
+}
+
 # trace_expect NAME FROM TO OP N REGEX: the host counts QEMU trace lines matching the
 # extended REGEX between marks FROM and TO (or start, end); OP (eq, ge, le) compares the
 # count with N. The test is NAME, printed by the host.
@@ -205,12 +265,49 @@ trace_expect() {
 	mark "RNVME-TRACE-EXPECT $1 $2 $3 $4 $5 $6"
 }
 
+# trace_absent NAME FROM TO REGEX CONTROL [CONTROL-FROM CONTROL-TO]: no trace line between
+# marks FROM and TO matches REGEX, and the positive control CONTROL, a pattern of the same
+# event that the window must hold (or the window CONTROL-FROM..CONTROL-TO, where the event
+# cannot happen in FROM..TO without the failure checked), matches at least one: a count of
+# zero from an event not recorded, or a pattern that fits nothing, fails.
+trace_absent() {
+	mark "RNVME-TRACE-CONTROL $1 ${6:-$2} ${7:-$3} $5"
+	trace_expect "$1" "$2" "$3" eq 0 "$4"
+}
+
 
 
 # stat_sum CTRL COUNTER [QUEUES-GLOB]: a debugfs queue counter of rnvme controller CTRL,
-# summed over its I/O queues (or over the queues QUEUES-GLOB names, e.g. q0).
+# summed over its I/O queues (or over the queues QUEUES-GLOB names, e.g. q0). A counter no
+# queue file has (renamed, or no such queue) prints -1, which no count check accepts, and
+# says so on the console.
 stat_sum() {
 	grep -q ' /sys/kernel/debug ' /proc/mounts || mount -t debugfs none /sys/kernel/debug
 	cat /sys/kernel/debug/rnvme$1/${3:-q[1-9]*} 2>/dev/null |
-		awk -v k="$2" '$1 == k { s += $2 } END { print s + 0 }'
+		awk -v k="$2" '$1 == k { s += $2; n++ }
+			END { if (n) print s + 0; else { print -1; print "stat_sum: no " k " in debugfs" >"/dev/stderr" } }'
+}
+
+# fio_verified LOG: fio's output LOG (stderr included) shows a run that verified its data:
+# no error, no bad block, a verify phase that started (fio warns that a time-based write
+# job with --verify but no --verify_backlog never reads back) and read something back
+# ("issued rwts: total=READS,..." of a write job counts its verify reads; a job cut short,
+# by a system sleep say, may leave them out of it but not out of its disk stats,
+# "ios=READS/WRITES"). Prints why not.
+fio_verified() {
+	local reads disk
+	if grep -qE 'err=[ ]*[1-9]|verify: bad|bad magic|crc32c: verify failed' "$1"; then
+		echo "fio: $(grep -m2 -E 'err=|verify|bad' "$1" | tr '\n' ' ')"
+		return 1
+	fi
+	if grep -q 'verification read phase will never start' "$1"; then
+		echo "fio never started its verify phase"
+		return 1
+	fi
+	reads=$(sed -nE 's/.*issued rwts: total=([0-9]+),.*/\1/p' "$1" | awk '{ s += $1 } END { print s + 0 }')
+	disk=$(sed -nE 's/.*: ios=([0-9]+)\/.*/\1/p' "$1" | awk '{ s += $1 } END { print s + 0 }')
+	if [ "$reads" -eq 0 ] && [ "$disk" -eq 0 ]; then
+		echo "fio read nothing back (issued reads 0)"
+		return 1
+	fi
 }

@@ -16,7 +16,7 @@ BATCH=${BATCH:-1}
 PASSTHRU=${PASSTHRU:-}
 assign_drivers nvme rnvme
 insmod /lib/c/nvme-core.ko && insmod /lib/c/nvme.ko && insmod /lib/rnvme.ko || exit 1
-wait_for 30 test -b /dev/nvme0n1 && wait_for 30 test -b /dev/rnvme0n1 || exit 1
+wait_for 30 disk_live /dev/nvme0n1 && wait_for 30 disk_live /dev/rnvme0n1 || exit 1
 # Every read checks the device node's atime (relatime compares it with mtime and ctime, to
 # the nanosecond when the seconds are equal): the nodes' timestamps, not the driver, chose
 # the path, 11 instructions apart. The same old mtime for all, a ctime a second before the

@@ -14,7 +14,7 @@ while [ $c -le "$CYCLES" ]; do
 		ok=0
 		break
 	fi
-	if [ "$(bound_to rnvme | count)" != "$CTRLS" ] || ! wait_for 10 test -b /dev/rnvme$((CTRLS - 1))n1; then
+	if [ "$(bound_to rnvme | count)" != "$CTRLS" ] || ! wait_for 10 disk_live /dev/rnvme$((CTRLS - 1))n1; then
 		fail load_io_unload_cycles "cycle $c: $(bound_to rnvme | count) of $CTRLS controllers, disks: $(ls /dev | grep rnvme | tr '\n' ' ')"
 		ok=0
 		break
@@ -47,4 +47,10 @@ if [ $ok = 1 ]; then
 	pass "load_io_unload_cycles_$CYCLES"
 	mark "RNVME-VERIFIED $((CYCLES * CTRLS / 4))MiB"
 fi
+# Loaded once more after the cycles (whatever became of them): 1 MiB at 10 MiB of the first
+# controller's disk, past what the cycles write (their first 4.25 MiB).
+insmod /lib/rnvme.ko 2>/dev/null
+wait_for 10 disk_live /dev/rnvme0n1
+image_write host_image /dev/rnvme0n1 0 1
+rmmod rnvme
 finish
