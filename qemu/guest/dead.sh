@@ -8,6 +8,19 @@
 # dead as the C driver does (capacity 0, the file system shut down), not left full-size.
 . /guest/lib.sh
 
+# rescan_timed_out NAME: the background rescan ($rescan) failed for its Identify's timeout,
+# not for any error: the driver logs which Identify timed out (nvme-cli 2.3 prints no
+# errno), as the scan ends.
+rescan_timed_out() {
+	if wait $rescan; then
+		fail $1 "the rescan succeeded"
+	elif wait_for 10 sh -c "dmesg | grep -qE 'Identify[A-Za-z ]* failed: timed out'"; then
+		pass $1
+	else
+		fail $1 "no Identify timeout logged: $(dmesg | grep -i 'failed' | tail -2)"
+	fi
+}
+
 check insmod insmod /lib/rnvme.ko admin_timeout=3
 require_disk disk_ready /dev/rnvme0n2
 mkfs.ext4 -q -F /dev/rnvme0n2 && mkdir -p /mnt/fs && mount -t ext4 /dev/rnvme0n2 /mnt/fs &&
@@ -29,15 +42,7 @@ nvme ns-rescan /dev/rnvme0 >/tmp/rescan.out 2>&1 &
 rescan=$!
 sleep 1
 pci_command $pci $cmd
-# The rescan fails for its Identify's timeout, not for any error: the driver logs which
-# Identify timed out (nvme-cli 2.3 prints no errno), as the scan ends.
-if wait $rescan; then
-	fail rescan_times_out "the rescan succeeded"
-elif wait_for 10 sh -c "dmesg | grep -qE 'Identify[A-Za-z ]* failed: timed out'"; then
-	pass rescan_times_out
-else
-	fail rescan_times_out "no Identify timeout logged: $(dmesg | grep -i 'failed' | tail -2)"
-fi
+rescan_timed_out rescan_times_out
 start=$(date +%s)
 check read_after_admin_timeout dd if=/dev/rnvme0n1 of=/dev/null bs=4k count=1 iflag=direct
 elapsed=$(($(date +%s) - start))
@@ -146,13 +151,7 @@ else
 fi
 expect_eq race_controller_dead dead "$(cat /sys/class/misc/rnvme0/state)"
 wait_for 20 sh -c "! kill -0 $rescan"
-if wait $rescan; then
-	fail race_rescan_times_out "the rescan succeeded"
-elif wait_for 10 sh -c "dmesg | grep -qE 'Identify[A-Za-z ]* failed: timed out'"; then
-	pass race_rescan_times_out
-else
-	fail race_rescan_times_out "no Identify timeout logged: $(dmesg | grep -i 'failed' | tail -2)"
-fi
+rescan_timed_out race_rescan_times_out
 # A reset the late handler asked for would run now, in the controller's work.
 sleep 3
 expect_eq admin_timeout_leaves_dead_controller_dead dead "$(cat /sys/class/misc/rnvme0/state)"
