@@ -154,13 +154,16 @@ expect_eq head_by_id_links_as_c "$(echo "$clinks" | sed 's/nvme[0-9]*n1/nvmeSn1/
 # data written before it read back. Test names start with PREFIX. Under numa the head uses
 # one path: each fault is made on the path it uses (numa_on_path1_*), or it would meet none.
 path_faults() {
-	local pre=$1 policy=$2 rc0 k cmd1
+	local pre=$1 policy=$2 rc0 k cmd1 io0
 	# A reset of a path's controller under I/O: its bios go to the other path. Under numa
 	# the reset is of the path in use, which the head then leaves.
 	k=1
 	[ $policy = numa ] && k=$(numa_path)
+	io0=$(ios rnvme0c${k}n1)
 	bg_verify ${pre}verify_across_path_reset /dev/rnvme0n1 6
-	sleep 2
+	# The reset must meet I/O on the path (fio is slow to start on the debug kernel): under
+	# numa a head no bio chose a path for during the reset stays on it.
+	wait_for 20 sh -c "[ \$(awk '{print \$1 + \$5}' /sys/block/rnvme0c${k}n1/stat) -gt $((io0 + 100)) ]"
 	check ${pre}reset_path_controller nvme reset /dev/rnvme$k
 	end_verify ${pre}verify_across_path_reset
 	data_kept ${pre}data_after_path_reset
