@@ -16,13 +16,6 @@ RID=nvme$(sed 's/^rnvme-s//' /sys/class/misc/rnvme0/serial)
 CID=nvme$(sed 's/^rnvme-s//; s/ *$//' /sys/class/nvme/nvme0/serial)
 
 
-# hwmon_of PCI: the hwmon device below PCI function PCI (rnvme's is the function's own,
-# C's below its nvme<N> class device).
-hwmon_of() {
-	for d in /sys/class/hwmon/hwmon*; do
-		case "$(readlink -f "$d/device")" in */"$1" | */"$1"/*) echo "$d" && return ;; esac
-	done
-}
 # files DIR: the temp* attributes and their modes.
 files() { (cd "$1" && for f in temp*; do echo "$f $(stat -c %a "$f")"; done) | tr '\n' ' '; }
 # warning CHARDEV: the critical warning byte of the SMART log, read with Retain

@@ -50,6 +50,17 @@ hmp() {
 	mark "RNVME-HMP $HMP $*"
 }
 
+# now_s: seconds since boot, to the hundredth.
+now_s() { awk '{ print $1 }' /proc/uptime; }
+
+# hwmon_of PCI: the hwmon device below PCI function PCI (rnvme's is the function's own,
+# C's below its nvme<N> class device).
+hwmon_of() {
+	for d in /sys/class/hwmon/hwmon*; do
+		case "$(readlink -f "$d/device")" in */"$1" | */"$1"/*) echo "$d" && return ;; esac
+	done
+}
+
 # PCI addresses of every NVMe controller (class 0x010802).
 nvme_pci_devices() {
 	for d in /sys/bus/pci/devices/*; do
