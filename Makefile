@@ -6,6 +6,7 @@
 #
 #   make              build rnvme.ko against KDIR (default: the cached test kernel)
 #   make CLIPPY=1     the same, linted with clippy
+#   make TEST_HOOKS=1 the test build (fault injection compiled in) into out/FLAVOUR-test
 #   make test         host unit tests + the QEMU test suite
 #   make bench        rnvme against the C driver and null_blk (table, JSON, plot in out/bench)
 #   make profile      instructions per kernel function per read, C driver and rnvme
@@ -29,11 +30,12 @@ setup:
 	@scripts/kdir.sh $(FLAVOUR) >/dev/null
 
 # Each kernel flavour gets its own output directory (kbuild's MO=): out/base/rnvme.ko,
-# out/debug/rnvme.ko.
-OUT = $(CURDIR)/out/$(FLAVOUR)
+# out/debug/rnvme.ko; the test build out/base-test/rnvme.ko, out/debug-test/rnvme.ko.
+TEST_HOOKS ?= 0
+OUT = $(CURDIR)/out/$(FLAVOUR)$(if $(filter 1,$(TEST_HOOKS)),-test)
 
 module:
-	@mkdir -p $(OUT) && scripts/kmake.sh $(FLAVOUR) modules $(KMAKE_EXTRA) 2>&1 | tee $(OUT)/build.log; \
+	@mkdir -p $(OUT) && RNVME_TEST_HOOKS=$(TEST_HOOKS) scripts/kmake.sh $(FLAVOUR) modules $(KMAKE_EXTRA) 2>&1 | tee $(OUT)/build.log; \
 	status=$${PIPESTATUS[0]}; \
 	if [ $$status -ne 0 ]; then exit $$status; fi; \
 	if grep -qE '^(warning|error)' $(OUT)/build.log; then \

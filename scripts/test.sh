@@ -74,6 +74,12 @@ if [ $status -ne 0 ] && ! grep -q '^test result: FAILED' "$LOGS/host.log"; then
 	tail -20 "$LOGS/host.log"
 fi
 
+# Files stay short enough to read whole (the style guide's bound).
+long=$(find "$RNVME_ROOT/src" "$RNVME_ROOT/rnvme.rs" -name '*.rs' -exec wc -l {} + |
+	awk '$2 != "total" && $1 > 700 { printf "%s (%d lines) ", $2, $1 }')
+if [ -z "$long" ]; then ok "docs: no source file over 700 lines"
+else bad "docs: no source file over 700 lines" "$long"; fi
+
 # The README's table of scenarios and test counts is the manifest's.
 if diff <(python3 "$RNVME_ROOT/scripts/manifest.py" table "$MANIFEST") \
 	<(sed -n '/<!-- manifest-begin -->/,/<!-- manifest-end -->/p' "$RNVME_ROOT/README.md" |
@@ -196,7 +202,7 @@ run_vm() {
 	local log=$LOGS/$name.console.log
 	scenario_start "$name" "$flavour"
 	scenario_images "$name" "$flavour" "$@"
-	"$RNVME_ROOT/qemu/run" --flavour "$flavour" --quiet --log "$log" \
+	"$RNVME_ROOT/qemu/run" --flavour "$flavour" --module "$RNVME_ROOT/out/$flavour-test/rnvme.ko" --quiet --log "$log" \
 		--results "$LOGS/$name.results" --trace "$TRACE_EVENTS" --trace-file "$LOGS/$name.trace" \
 		"${IMAGE_OPT[@]}" "$@" >"$LOGS/$name.run.log" 2>&1
 	local rc=$?
@@ -254,7 +260,7 @@ flush_test() {
 	rm -rf "$dir"
 	mkdir -p "$dir"
 	scenario_start "$name" "$flavour"
-	"$RNVME_ROOT/qemu/run" --flavour "$flavour" --quiet --log "$log" --ctrls 1 \
+	"$RNVME_ROOT/qemu/run" --flavour "$flavour" --module "$RNVME_ROOT/out/$flavour-test/rnvme.ko" --quiet --log "$log" --ctrls 1 \
 		--backend image --image-dir "$dir" --size 64M --pidfile "$dir/qemu.pid" \
 		--results "$res" --trace pci_nvme_io_cmd,pci_nvme_enqueue_req_completion \
 		--trace-file "$LOGS/$name.trace" \
@@ -337,7 +343,7 @@ hmp_vm() {
 	local log=$LOGS/$name.console.log qmp=/tmp/rnvme-qmp-$$.sock res=$LOGS/$name.results
 	scenario_start "$name" "$flavour"
 	scenario_images "$name" "$flavour" "$@"
-	"$RNVME_ROOT/qemu/run" --flavour "$flavour" --quiet --log "$log" \
+	"$RNVME_ROOT/qemu/run" --flavour "$flavour" --module "$RNVME_ROOT/out/$flavour-test/rnvme.ko" --quiet --log "$log" \
 		--results "$res" --trace "$TRACE_EVENTS" --trace-file "$LOGS/$name.trace" \
 		--qmp "$qmp" "${IMAGE_OPT[@]}" "$@" >"$LOGS/$name.run.log" 2>&1 &
 	local runner=$! done=0 dumped=0 seq cmd
@@ -370,7 +376,7 @@ hotplug_test() {
 	[[ -n ${RNVME_TEST_ONLY:-} && ! $name =~ $RNVME_TEST_ONLY ]] && return
 	local log=$LOGS/$name.console.log qmp=/tmp/rnvme-qmp-$$.sock res=$LOGS/$name.results
 	scenario_start "$name" "$flavour"
-	"$RNVME_ROOT/qemu/run" --flavour "$flavour" --quiet --log "$log" --ctrls 2 \
+	"$RNVME_ROOT/qemu/run" --flavour "$flavour" --module "$RNVME_ROOT/out/$flavour-test/rnvme.ko" --quiet --log "$log" --ctrls 2 \
 		--results "$res" --trace "$TRACE_EVENTS" --trace-file "$LOGS/$name.trace" \
 		--qmp "$qmp" --timeout "$T" -- 'sh /guest/hotplug.sh' >"$LOGS/$name.run.log" 2>&1 &
 	local runner=$! step=ready i
@@ -402,11 +408,37 @@ hotplug_test() {
 
 for flavour in $FLAVOURS; do
 	say "building rnvme for the $flavour kernel"
-	if ! make -s -C "$RNVME_ROOT" module FLAVOUR="$flavour" >"$LOGS/build-$flavour.log" 2>&1; then
+	# The VMs load the test build (fault injection compiled in: out/FLAVOUR-test).
+	if ! make -s -C "$RNVME_ROOT" module FLAVOUR="$flavour" TEST_HOOKS=1 \
+		>"$LOGS/build-$flavour.log" 2>&1; then
 		bad "build-$flavour: rnvme.ko, no warnings" "$(tail -5 "$LOGS/build-$flavour.log")"
 		continue
 	fi
 	ok "build-$flavour: rnvme.ko, no warnings"
+	# The production build (what make and make bench build) has none of the test hooks: no
+	# probe_fault_step parameter, no fault files (their names are in the test build).
+	if [ "$flavour" = base ]; then
+		if ! make -s -C "$RNVME_ROOT" module FLAVOUR="$flavour" \
+			>"$LOGS/build-$flavour-production.log" 2>&1; then
+			bad "build-$flavour: production rnvme.ko, no warnings" \
+				"$(tail -5 "$LOGS/build-$flavour-production.log")"
+		else
+			ok "build-$flavour: production rnvme.ko, no warnings"
+			prod=$RNVME_ROOT/out/$flavour/rnvme.ko test_ko=$RNVME_ROOT/out/$flavour-test/rnvme.ko
+			hooks_in() { echo "$(/sbin/modinfo -F parm "$1" | grep -c '^probe_fault_step:')" \
+				"$(grep -c -a -e fail_dma_map -e admin_timeout_delay_ms "$1")"; }
+			expect_hooks=$(hooks_in "$test_ko") got_hooks=$(hooks_in "$prod")
+			if [ "${expect_hooks%% *}" != 1 ] || [ "${expect_hooks##* }" = 0 ]; then
+				bad "build-$flavour: production build without test hooks" \
+					"the test build shows none to compare with: $expect_hooks"
+			elif [ "$got_hooks" = "0 0" ]; then
+				ok "build-$flavour: production build without test hooks"
+			else
+				bad "build-$flavour: production build without test hooks" \
+					"parameter, fault file names: $got_hooks (test build: $expect_hooks)"
+			fi
+		fi
+	fi
 	# Every module parameter has a description in modinfo and a row in the README.
 	if [ "$flavour" = base ]; then
 		nparm=0
@@ -420,7 +452,7 @@ for flavour in $FLAVOURS; do
 			else
 				ok "modinfo-$flavour: $p documented"
 			fi
-		done < <(/sbin/modinfo -F parm "$RNVME_ROOT/out/$flavour/rnvme.ko")
+		done < <(/sbin/modinfo -F parm "$RNVME_ROOT/out/$flavour-test/rnvme.ko")
 		[ $nparm -gt 0 ] || bad "modinfo-$flavour: parameters listed" "modinfo shows none"
 		# The harness's own tests: qemu/run's retry of a kernel that failed to boot (with a
 		# stand-in for QEMU), the counted cost's scope (on this kernel's build), make

@@ -9,7 +9,7 @@
 
 use crate::{
     aen::AsyncEvents,
-    fault::Faults,
+    fault::FaultsRef,
     kernel_ext::sync::Completion as Event,
     queue::Queue,
     spec::{
@@ -128,7 +128,7 @@ pub(crate) struct AdminQueue<'b> {
     /// a slot seen taken before its time is stored looks new, not old).
     abort_since: [Atomic<i64>; ABORT_SLOTS],
     /// Faults tests inject (lost Abort completions, a delayed admin timeout).
-    pub(crate) faults: Arc<Faults>,
+    pub(crate) faults: FaultsRef,
     /// An Asynchronous Event Request is outstanding.
     aer_armed: Atomic<bool>,
     /// Who handles asynchronous events, once the controller is up.
@@ -159,7 +159,7 @@ impl<'b> AdminQueue<'b> {
         pdev: &'b pci::Device<Bound>,
         queue: Arc<Queue<'b>>,
         polled: bool,
-        faults: Arc<Faults>,
+        faults: FaultsRef,
     ) -> Result<Arc<Self>> {
         Arc::pin_init(
             try_pin_init!(Self {

@@ -12,9 +12,12 @@
 //! their log pages are left to user space (nvme-cli), as the C driver does.
 //!
 //! The same work item marks the disks dead when error recovery gives the controller up
-//! ([`AsyncEvents::controller_dead`]), and resets the controller after an admin command
-//! timed out ([`AsyncEvents::reset_needed`]): both take the disks' lock, which the code
-//! that decides them may hold (a scan) or must not wait for (a timeout handler).
+//! ([`AsyncEvents::controller_dead`]: it takes the disks' lock, which the code that decides
+//! it may hold), and resets the controller after an admin command timed out
+//! ([`AsyncEvents::reset_needed`]: the command's sender may be a scan, holding the disks'
+//! lock). That reset takes no disk lock, and an I/O the stopped controller holds does not
+//! wait for this work either: its timeout starts the reset first if the work is busy (a
+//! rescan waiting for that I/O), see `Hw::pending_reset`.
 //!
 //! The work item is `'static` and reaches the controller through its [`CtrlLink`], so one
 //! still queued at unbind finds the link revoked and does nothing; [`AsyncEvents::close`]
@@ -76,7 +79,7 @@ impl WorkItem for AsyncEvents {
     fn run(this: Arc<AsyncEvents>) {
         if this.reset.xchg(false, Relaxed) {
             // Failures are logged, and a controller that does not come back is dead.
-            let _ = this.link.with(|s| s.reset("admin command timeout"));
+            let _ = this.link.with(|s| s.reset_pending("admin command timeout"));
         }
         if this.rescan.xchg(false, Relaxed) {
             this.link.with(|s| s.rescan_after(format_args!("resume")));

@@ -280,7 +280,11 @@ impl Operations for NvmeBlk {
     fn private_outcome(rq: &RqState, ok: bool) -> (i32, u64) {
         let status = rq.status();
         let result = rq.result();
-        if !status.is_success() {
+        if status.host_aborted() {
+            // Taken back by a reset or a dead controller: `EINTR`, as C's cancelled
+            // requests.
+            (EINTR.to_errno(), 0)
+        } else if !status.is_success() {
             (crate::passthru::status_ret(status), result)
         } else if !ok {
             (EIO.to_errno(), result)

@@ -14,13 +14,13 @@ use crate::{
     admin::{AdminQueue, ADMIN_DEPTH},
     aen::Events,
     blk::NvmeBlk,
-    fault::Faults,
+    fault::{Faults, FaultsRef},
     hw::{self, Enabled, Hw},
     hwmon::Sensors,
     ioctl::{CtrlChar, CtrlLink},
     ioq::QueueIrq,
     kernel_ext::{
-        block::mq::TagSet,
+        block::mq::{Disks, TagSet},
         chardev::CharDev,
         dma as kdma, hwmon,
         irq::{irq_type_name, IrqSet},
@@ -126,9 +126,14 @@ impl Drop for Instance {
 #[pin_data]
 pub(crate) struct Shared<'b> {
     pub(crate) queues: Queues<'b>,
-    /// The tag set and its disks (`None`: no I/O queues).
+    /// The disks (`None`: no I/O queues). Held by scans, passthrough and system sleep while
+    /// they wait for I/O: never needed by what ends I/O (timeouts, resets, removal's
+    /// give-up, the PCI core's holds), which use [`Self::tagset`].
     #[pin]
-    pub(crate) disks: Mutex<Option<TagSet<'b, NvmeBlk>>>,
+    pub(crate) disks: Mutex<Option<Disks<'b, NvmeBlk>>>,
+    /// The tag set over the I/O queues (`None`: none), never changed after probe: error
+    /// recovery quiesces and cancels through it without a lock.
+    pub(crate) tagset: Option<Arc<TagSet<'b, NvmeBlk>>>,
     pub(crate) hw: Arc<Hw<'b>>,
     pub(crate) id: IdentifyController,
     /// The NVM subsystem, when its namespaces get multipath head disks (`None`: a
@@ -170,7 +175,7 @@ pub(crate) struct Controller<'b> {
     pub(crate) hw: Arc<Hw<'b>>,
     link: Arc<CtrlLink>,
     /// Faults tests inject, through debugfs.
-    faults: Arc<Faults>,
+    faults: FaultsRef,
     pub(crate) pdev: &'b pci::Device<Bound>,
     /// The quirks of the controller's PCI ID (those of its identity join them in `hw`).
     quirks: Quirks,
@@ -291,7 +296,7 @@ impl<'b> Controller<'b> {
     /// a previous driver) and allocates the admin queue (polled until it has a vector).
     fn map(
         pdev: &'b pci::Device<Bound>,
-        faults: &Arc<Faults>,
+        faults: &FaultsRef,
         instance: u32,
         quirks: Quirks,
     ) -> Result<Arc<Hw<'b>>> {
@@ -329,7 +334,7 @@ impl<'b> Controller<'b> {
         instance: u32,
         hw: &Hw<'_>,
         queues: &Queues<'_>,
-        faults: &Arc<Faults>,
+        faults: &FaultsRef,
     ) -> Result<DebugDir> {
         let mut dir = DebugDir::new(instance)?;
         dir.add_queue(0, hw.admin.queue().stats.clone())?;
@@ -395,7 +400,7 @@ impl<'b> Shared<'b> {
     /// queue's interrupt `irq` over) and the tag set over them (11).
     fn new<'a>(
         hw: &'a Arc<Hw<'b>>,
-        faults: &'a Arc<Faults>,
+        faults: &'a FaultsRef,
         link: &'a Arc<CtrlLink>,
         irq: Option<IrqSet<'b, QueueIrq<'b>>>,
     ) -> impl PinInit<Self, Error> + use<'a, 'b> {
@@ -409,7 +414,8 @@ impl<'b> Shared<'b> {
             nvm: read_nvm(hw),
             _: { params::inject(hw.dev(), 6)? },
             queues: Queues::new(hw, id, faults, irq)?,
-            disks <- new_mutex!(queues.tag_set()?),
+            tagset: queues.tag_set()?,
+            disks <- new_mutex!(tagset.clone().map(Disks::new)),
             link: link.clone(),
         })
     }
@@ -418,24 +424,35 @@ impl<'b> Shared<'b> {
     /// controller the PCI core holds (unbound between a frozen link and its slot reset) has
     /// its queues quiesced with requests parked: those fail first.
     fn remove_disks(&self) {
-        if let Some(ts) = Option::as_mut(&mut *self.disks.lock()) {
+        if let Some(ts) = self.tagset.as_ref() {
             if self.hw.is_held() {
                 reset::give_up(&ts.handle(), "removed while held");
             }
-            ts.remove_disks();
+        }
+        if let Some(disks) = Option::as_mut(&mut *self.disks.lock()) {
+            disks.remove_disks();
         }
     }
 
     /// Resets the controller (keeping its disks), as an I/O timeout's second stage does.
+    /// Takes no lock a task waiting for I/O may hold: the reset is what ends that I/O.
     pub(crate) fn reset(&self, why: &str) -> Result {
-        let disks = self.disks.lock();
-        match disks.as_ref() {
+        match self.tagset.as_ref() {
             Some(ts) => reset::reset(&ts.handle(), why),
             None => {
                 // No I/O queues to bring back: stopping the controller is all we can do.
                 let _ = self.hw.disable();
                 Err(ENODEV)
             }
+        }
+    }
+
+    /// Starts the reset an admin timeout asked for, unless the timeout of an I/O it stopped
+    /// (or a hold, or a give-up) started it already.
+    pub(crate) fn reset_pending(&self, why: &str) -> Result {
+        match self.tagset.as_ref() {
+            Some(ts) => reset::reset_pending(&ts.handle(), why),
+            None => self.reset(why),
         }
     }
 

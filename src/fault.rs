@@ -14,139 +14,195 @@
 //! - `admin_timeout_delay_ms`: a driver admin command that timed out waits this long
 //!   before it moves the controller to resetting, which widens the window in which the
 //!   controller may be reset or declared dead meanwhile.
+//!
+//! Only the test build has them (`--cfg rnvme_test_hooks`: `make test`, `make mutants`),
+//! as C gates its hooks behind `CONFIG_FAULT_INJECTION_DEBUG_FS`. The production build's
+//! [`Faults`] is an empty type whose questions all answer "no" inline: no field, no load, no
+//! debugfs file, no parameter.
 
-// Core atomics, not `kernel::sync::atomic`: `fail_dma_map` is read on every I/O, and the
-// crate's atomics are out-of-line helper calls unless `CONFIG_RUST_INLINE_HELPERS`. The
-// counters order nothing else, so relaxed core atomics (plain loads, `lock cmpxchg`) do.
-use core::{
-    fmt,
-    sync::atomic::{AtomicU32, Ordering::Relaxed},
-};
-use kernel::{
-    prelude::*,
-    sync::Arc,
-    time::{delay::fsleep, Delta},
-    uaccess::UserSliceReader,
-};
+#[cfg(rnvme_test_hooks)]
+pub(crate) use hooks::*;
+#[cfg(not(rnvme_test_hooks))]
+pub(crate) use none::*;
 
-/// Written to `fail_dma_map`: fail every mapping until something else is written.
-pub(crate) const ALWAYS: u32 = u32::MAX;
+#[cfg(rnvme_test_hooks)]
+mod hooks {
+    /// What a controller's queues hold: the controller's faults, shared.
+    pub(crate) type FaultsRef = Arc<Faults>;
 
-pub(crate) struct Faults {
-    /// Data mappings still to fail ([`ALWAYS`]: all of them).
-    dma_map: AtomicU32,
-    /// Milliseconds a timeout waits before its reset.
-    reset_delay_ms: AtomicU32,
-    /// Abort completions still to drop ([`ALWAYS`]: all of them).
-    lost_aborts: AtomicU32,
-    /// Restarts still to fail ([`ALWAYS`]: all of them).
-    restarts: AtomicU32,
-    /// Milliseconds an admin timeout waits before it changes the controller's state.
-    admin_timeout_delay_ms: AtomicU32,
-}
+    // Core atomics, not `kernel::sync::atomic`: `fail_dma_map` is read on every I/O, and the
+    // crate's atomics are out-of-line helper calls unless `CONFIG_RUST_INLINE_HELPERS`. The
+    // counters order nothing else, so relaxed core atomics (plain loads, `lock cmpxchg`) do.
+    use core::{
+        fmt,
+        sync::atomic::{AtomicU32, Ordering::Relaxed},
+    };
+    use kernel::{
+        prelude::*,
+        sync::Arc,
+        time::{delay::fsleep, Delta},
+        uaccess::UserSliceReader,
+    };
 
-/// The faults' debugfs files.
-#[derive(Clone, Copy)]
-pub(crate) enum Knob {
-    FailDmaMap,
-    ResetDelayMs,
-    LoseAbortCompletions,
-    FailRestart,
-    AdminTimeoutDelayMs,
-}
+    /// Written to `fail_dma_map`: fail every mapping until something else is written.
+    pub(crate) const ALWAYS: u32 = u32::MAX;
 
-impl Faults {
-    pub(crate) fn new() -> Result<Arc<Self>> {
-        Ok(Arc::new(
-            Self {
-                dma_map: AtomicU32::new(0),
-                reset_delay_ms: AtomicU32::new(0),
-                lost_aborts: AtomicU32::new(0),
-                restarts: AtomicU32::new(0),
-                admin_timeout_delay_ms: AtomicU32::new(0),
-            },
-            GFP_KERNEL,
-        )?)
+    pub(crate) struct Faults {
+        /// Data mappings still to fail ([`ALWAYS`]: all of them).
+        dma_map: AtomicU32,
+        /// Milliseconds a timeout waits before its reset.
+        reset_delay_ms: AtomicU32,
+        /// Abort completions still to drop ([`ALWAYS`]: all of them).
+        lost_aborts: AtomicU32,
+        /// Restarts still to fail ([`ALWAYS`]: all of them).
+        restarts: AtomicU32,
+        /// Milliseconds an admin timeout waits before it changes the controller's state.
+        admin_timeout_delay_ms: AtomicU32,
     }
 
-    /// Whether this data mapping is to fail (consumes one injected failure).
+    /// The faults' debugfs files.
+    #[derive(Clone, Copy)]
+    pub(crate) enum Knob {
+        FailDmaMap,
+        ResetDelayMs,
+        LoseAbortCompletions,
+        FailRestart,
+        AdminTimeoutDelayMs,
+    }
+
+    impl Faults {
+        pub(crate) fn new() -> Result<FaultsRef> {
+            Ok(Arc::new(
+                Self {
+                    dma_map: AtomicU32::new(0),
+                    reset_delay_ms: AtomicU32::new(0),
+                    lost_aborts: AtomicU32::new(0),
+                    restarts: AtomicU32::new(0),
+                    admin_timeout_delay_ms: AtomicU32::new(0),
+                },
+                GFP_KERNEL,
+            )?)
+        }
+
+        /// Whether this data mapping is to fail (consumes one injected failure).
+        #[inline]
+        pub(crate) fn fail_dma_map(&self) -> bool {
+            take(&self.dma_map)
+        }
+
+        /// Whether this Abort completion is to be dropped (consumes one).
+        pub(crate) fn lose_abort_completion(&self) -> bool {
+            take(&self.lost_aborts)
+        }
+
+        /// Whether this restart of the controller is to fail (consumes one).
+        pub(crate) fn fail_restart(&self) -> bool {
+            take(&self.restarts)
+        }
+
+        /// Sleeps for `reset_delay_ms`, if set, before a timeout resets the controller.
+        pub(crate) fn delay_reset(&self) {
+            sleep_ms(&self.reset_delay_ms);
+        }
+
+        /// Sleeps for `admin_timeout_delay_ms`, if set, before an admin timeout changes the
+        /// controller's state.
+        pub(crate) fn delay_admin_timeout(&self) {
+            sleep_ms(&self.admin_timeout_delay_ms);
+        }
+
+        fn knob(&self, k: Knob) -> &AtomicU32 {
+            match k {
+                Knob::FailDmaMap => &self.dma_map,
+                Knob::ResetDelayMs => &self.reset_delay_ms,
+                Knob::LoseAbortCompletions => &self.lost_aborts,
+                Knob::FailRestart => &self.restarts,
+                Knob::AdminTimeoutDelayMs => &self.admin_timeout_delay_ms,
+            }
+        }
+
+        /// A debugfs file's contents.
+        pub(crate) fn show(&self, k: Knob, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            writeln!(f, "{}", self.knob(k).load(Relaxed))
+        }
+
+        /// A write to a debugfs file: a decimal number.
+        pub(crate) fn store(&self, k: Knob, r: &mut UserSliceReader) -> Result {
+            let mut buf = [0u8; 16];
+            let n = r.len();
+            if n > buf.len() {
+                return Err(EINVAL);
+            }
+            r.read_slice(&mut buf[..n])?;
+            let text = core::str::from_utf8(&buf[..n]).map_err(|_| EINVAL)?;
+            let count = text.trim().parse::<u32>().map_err(|_| EINVAL)?;
+            self.knob(k).store(count, Relaxed);
+            Ok(())
+        }
+    }
+
+    /// Sleeps for the milliseconds a delay knob holds (none if 0).
+    fn sleep_ms(ms: &AtomicU32) {
+        let ms = ms.load(Relaxed);
+        if ms != 0 {
+            fsleep(Delta::from_millis(i64::from(ms)));
+        }
+    }
+
+    /// Takes one injected fault from `count` ([`ALWAYS`]: never runs out); false if none is left.
     #[inline]
-    pub(crate) fn fail_dma_map(&self) -> bool {
-        take(&self.dma_map)
-    }
-
-    /// Whether this Abort completion is to be dropped (consumes one).
-    pub(crate) fn lose_abort_completion(&self) -> bool {
-        take(&self.lost_aborts)
-    }
-
-    /// Whether this restart of the controller is to fail (consumes one).
-    pub(crate) fn fail_restart(&self) -> bool {
-        take(&self.restarts)
-    }
-
-    /// Sleeps for `reset_delay_ms`, if set, before a timeout resets the controller.
-    pub(crate) fn delay_reset(&self) {
-        sleep_ms(&self.reset_delay_ms);
-    }
-
-    /// Sleeps for `admin_timeout_delay_ms`, if set, before an admin timeout changes the
-    /// controller's state.
-    pub(crate) fn delay_admin_timeout(&self) {
-        sleep_ms(&self.admin_timeout_delay_ms);
-    }
-
-    fn knob(&self, k: Knob) -> &AtomicU32 {
-        match k {
-            Knob::FailDmaMap => &self.dma_map,
-            Knob::ResetDelayMs => &self.reset_delay_ms,
-            Knob::LoseAbortCompletions => &self.lost_aborts,
-            Knob::FailRestart => &self.restarts,
-            Knob::AdminTimeoutDelayMs => &self.admin_timeout_delay_ms,
+    fn take(count: &AtomicU32) -> bool {
+        // The common case, nothing injected, is one load.
+        let mut left = count.load(Relaxed);
+        loop {
+            match left {
+                0 => return false,
+                ALWAYS => return true,
+                n => match count.compare_exchange(n, n - 1, Relaxed, Relaxed) {
+                    Ok(_) => return true,
+                    Err(now) => left = now,
+                },
+            }
         }
-    }
-
-    /// A debugfs file's contents.
-    pub(crate) fn show(&self, k: Knob, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        writeln!(f, "{}", self.knob(k).load(Relaxed))
-    }
-
-    /// A write to a debugfs file: a decimal number.
-    pub(crate) fn store(&self, k: Knob, r: &mut UserSliceReader) -> Result {
-        let mut buf = [0u8; 16];
-        let n = r.len();
-        if n > buf.len() {
-            return Err(EINVAL);
-        }
-        r.read_slice(&mut buf[..n])?;
-        let text = core::str::from_utf8(&buf[..n]).map_err(|_| EINVAL)?;
-        let count = text.trim().parse::<u32>().map_err(|_| EINVAL)?;
-        self.knob(k).store(count, Relaxed);
-        Ok(())
     }
 }
 
-/// Sleeps for the milliseconds a delay knob holds (none if 0).
-fn sleep_ms(ms: &AtomicU32) {
-    let ms = ms.load(Relaxed);
-    if ms != 0 {
-        fsleep(Delta::from_millis(i64::from(ms)));
-    }
-}
+#[cfg(not(rnvme_test_hooks))]
+mod none {
+    use kernel::prelude::*;
 
-/// Takes one injected fault from `count` ([`ALWAYS`]: never runs out); false if none is left.
-#[inline]
-fn take(count: &AtomicU32) -> bool {
-    // The common case, nothing injected, is one load.
-    let mut left = count.load(Relaxed);
-    loop {
-        match left {
-            0 => return false,
-            ALWAYS => return true,
-            n => match count.compare_exchange(n, n - 1, Relaxed, Relaxed) {
-                Ok(_) => return true,
-                Err(now) => left = now,
-            },
+    /// The production build's faults: none. (Not `Copy`: the callers clone what, in the
+    /// test build, is an `Arc`.)
+    #[derive(Clone)]
+    pub(crate) struct Faults;
+
+    /// What a controller's queues hold: nothing.
+    pub(crate) type FaultsRef = Faults;
+
+    impl Faults {
+        pub(crate) fn new() -> Result<FaultsRef> {
+            Ok(Faults)
         }
+
+        #[inline(always)]
+        pub(crate) fn fail_dma_map(&self) -> bool {
+            false
+        }
+
+        #[inline(always)]
+        pub(crate) fn lose_abort_completion(&self) -> bool {
+            false
+        }
+
+        #[inline(always)]
+        pub(crate) fn fail_restart(&self) -> bool {
+            false
+        }
+
+        #[inline(always)]
+        pub(crate) fn delay_reset(&self) {}
+
+        #[inline(always)]
+        pub(crate) fn delay_admin_timeout(&self) {}
     }
 }

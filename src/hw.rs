@@ -84,6 +84,12 @@ pub(crate) struct Hw<'b> {
     held: Atomic<bool>,
     /// Resets done, for the log and tests.
     resets: Atomic<u32>,
+    /// A reset an admin timeout asked for and nobody has started: the reset count it saw,
+    /// plus one (0: none). Whoever gets the reset lock first with it, the controller's work
+    /// or the timeout of an I/O the stopped controller holds, resets; the other finds the
+    /// count moved and does nothing. So recovery never waits for the work, which may be
+    /// waiting for that very I/O (a rescan).
+    pending_reset: Atomic<u32>,
     /// Asynchronous Event Configuration to set after every enable (0: none).
     aen_config: Atomic<u32>,
     /// CC.EN may be set: from [`Self::enable`] until a [`Self::disable`] was tried (a
@@ -120,6 +126,7 @@ impl<'b> Hw<'b> {
                 shutdown_ms: Atomic::new(DEFAULT_SHUTDOWN_MS),
                 held: Atomic::new(false),
                 resets: Atomic::new(0),
+                pending_reset: Atomic::new(0),
                 aen_config: Atomic::new(0),
                 running: Atomic::new(false),
                 quirks: Atomic::new(quirks.0),
@@ -170,6 +177,18 @@ impl<'b> Hw<'b> {
     }
 
     /// Counts a reset; returns how many there were, this one included.
+    /// The reset count an admin timeout saw when it asked for a reset nobody has started
+    /// yet (see `pending_reset`).
+    pub(crate) fn pending_reset(&self) -> Option<u32> {
+        self.pending_reset.load(Relaxed).checked_sub(1)
+    }
+
+    /// A reset, a hold or a give-up started: what an admin timeout asked for is done.
+    /// Under the reset lock.
+    pub(crate) fn clear_pending_reset(&self) {
+        self.pending_reset.store(0, Relaxed);
+    }
+
     pub(crate) fn count_reset(&self) -> u32 {
         self.resets.fetch_add(1, Relaxed) + 1
     }
@@ -318,6 +337,8 @@ impl<'b> Hw<'b> {
         if !self.status.change(State::Live, State::Resetting) {
             return;
         }
+        self.pending_reset
+            .store(self.resets().wrapping_add(1).max(1), Relaxed);
         self.admin.cancel();
         // Without the work (a probe before it started it), the probe fails with the command.
         if let Some(work) = self.admin.events() {

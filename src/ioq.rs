@@ -6,7 +6,7 @@
 use crate::{
     admin::AdminQueue,
     blk::NvmeBlk,
-    fault::Faults,
+    fault::FaultsRef,
     kernel_ext::{
         block::mq::{CompletionBatch, QueueTags, Tags},
         irq::{IrqContext, IrqKey, VectorHandler},
@@ -62,7 +62,7 @@ pub(crate) struct IoQueue<'b> {
     /// The controller is dead: fail requests instead of submitting them.
     dead: AtomicBool,
     /// Faults tests inject (the controller's, shared by its queues).
-    pub(crate) faults: Arc<Faults>,
+    pub(crate) faults: FaultsRef,
 }
 
 impl<'b> IoQueue<'b> {
@@ -73,7 +73,7 @@ impl<'b> IoQueue<'b> {
         depth: u16,
         vector: Option<u16>,
         shadow: Option<Arc<ShadowDoorbells>>,
-        faults: Arc<Faults>,
+        faults: FaultsRef,
     ) -> Result<Arc<Self>> {
         let queue = Queue::new(pdev.as_ref(), regs, qid, depth, shadow)?;
         let mut lists =

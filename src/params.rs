@@ -68,13 +68,7 @@ pub(crate) fn validate() -> Result {
         check("io_queues", p::io_queues.value(), 0, 65534, ""),
         check("poll_queues", p::poll_queues.value(), 0, 1024, ""),
         check("write_queues", p::write_queues.value(), 0, 1024, ""),
-        check(
-            "probe_fault_step",
-            p::probe_fault_step.value(),
-            0,
-            PROBE_FAULT_STEPS,
-            "",
-        ),
+        hook_params_ok(),
     ];
     let quirks_ok = match parse_quirk_param(quirks.value()).find_map(|e| e.err()) {
         None => true,
@@ -115,15 +109,41 @@ pub(crate) fn sgl_threshold() -> u32 {
 }
 
 /// Probe steps at which [`inject`] can fail the probe.
+#[cfg(rnvme_test_hooks)]
 pub(crate) const PROBE_FAULT_STEPS: u32 = 14;
 
+/// The test build's parameters are in range.
+#[cfg(rnvme_test_hooks)]
+fn hook_params_ok() -> bool {
+    check(
+        "probe_fault_step",
+        p::probe_fault_step.value(),
+        0,
+        PROBE_FAULT_STEPS,
+        "",
+    )
+}
+
+#[cfg(not(rnvme_test_hooks))]
+fn hook_params_ok() -> bool {
+    true
+}
+
 /// For tests: fails with `EIO` at probe step `step` if `probe_fault_step` names it, so every
-/// error path of the probe can be exercised in turn.
+/// error path of the probe can be exercised in turn. The production build has no
+/// `probe_fault_step`: this is nothing there.
+#[cfg(rnvme_test_hooks)]
 pub(crate) fn inject(dev: &kernel::device::Device, step: u32) -> Result {
     if p::probe_fault_step.value() == step {
         dev_warn!(dev, "injected probe failure at step {step}\n");
         return Err(EIO);
     }
+    Ok(())
+}
+
+#[cfg(not(rnvme_test_hooks))]
+#[inline(always)]
+pub(crate) fn inject(_dev: &kernel::device::Device, _step: u32) -> Result {
     Ok(())
 }
 

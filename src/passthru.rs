@@ -428,6 +428,10 @@ fn run_io(s: &Shared<'_>, nsid: u32, c: &PassthruCmd, data: PrivateData<'_>) -> 
         |rq| rq.set_passthru(&cmd),
         |rq| (rq.status(), rq.result()),
     )?;
+    if status.host_aborted() {
+        // Taken back by a reset or a dead controller (C: `NVME_REQ_CANCELLED`).
+        return Err(EINTR);
+    }
     Ok((status_ret(status), result))
 }
 

@@ -71,13 +71,15 @@ impl Controller<'_> {
     /// a normal shutdown, as C's simple suspend. Requests wait (holding no tag) until
     /// [`Self::resume`].
     pub(crate) fn suspend(&self) -> Result {
+        // The disks' lock keeps scans from adding a disk between the freeze and the hold;
+        // the I/O the freeze waits for never needs it (recovery uses the tag set).
         let mut disks = self.shared.disks.lock();
-        match Option::as_mut(&mut *disks) {
-            Some(ts) => {
-                ts.freeze_disks_non_owner();
+        match (Option::as_mut(&mut *disks), self.shared.tagset.as_ref()) {
+            (Some(disks), Some(ts)) => {
+                disks.freeze_disks_non_owner();
                 reset::hold(&ts.handle(), Halt::Shutdown, "system sleep");
             }
-            None => self.hw.shutdown(),
+            _ => self.hw.shutdown(),
         }
         Ok(())
     }
@@ -87,13 +89,13 @@ impl Controller<'_> {
     /// come back is dead (its disks are marked dead); the system resumes anyway.
     pub(crate) fn resume(&self) -> Result {
         let mut disks = self.shared.disks.lock();
-        let back = match Option::as_mut(&mut *disks) {
-            Some(ts) => {
+        let back = match (Option::as_mut(&mut *disks), self.shared.tagset.as_ref()) {
+            (Some(disks), Some(ts)) => {
                 let back = reset::release(&ts.handle(), "resume");
-                ts.unfreeze_disks_non_owner();
+                disks.unfreeze_disks_non_owner();
                 back
             }
-            None => reset::restart_admin(&self.hw),
+            _ => reset::restart_admin(&self.hw),
         };
         drop(disks);
         if back.is_ok() {
@@ -181,6 +183,6 @@ impl Controller<'_> {
 
     /// Runs `f` on the tag set, if the controller has I/O queues; `None` if it has none.
     pub(crate) fn with_tagset<R>(&self, f: impl FnOnce(&TagSetRef<'_, NvmeBlk>) -> R) -> Option<R> {
-        self.shared.disks.lock().as_ref().map(|ts| f(&ts.handle()))
+        self.shared.tagset.as_ref().map(|ts| f(&ts.handle()))
     }
 }

@@ -11,7 +11,7 @@
 
 use crate::{
     blk::{IoQueues, IoSet, NvmeBlk},
-    fault::Faults,
+    fault::FaultsRef,
     hw::Hw,
     ioq::{self, IoQueue, QueueIrq},
     kernel_ext::{
@@ -57,7 +57,7 @@ impl<'b> Queues<'b> {
     pub(crate) fn new(
         hw: &Arc<Hw<'b>>,
         id: &IdentifyController,
-        faults: &Arc<Faults>,
+        faults: &FaultsRef,
         admin_irq: Option<IrqSet<'b, QueueIrq<'b>>>,
     ) -> Result<Self> {
         let (pdev, inst) = (hw.pdev, hw.instance);
@@ -173,7 +173,7 @@ impl<'b> Queues<'b> {
 
     /// Creates I/O queue pair `qid` on the device, completing on `vector` (`None`: polled,
     /// no interrupt).
-    fn create(&mut self, qid: u16, vector: Option<u16>, faults: &Arc<Faults>) -> Result {
+    fn create(&mut self, qid: u16, vector: Option<u16>, faults: &FaultsRef) -> Result {
         let hw = &self.hw;
         let q = IoQueue::new(
             hw.pdev,
@@ -198,7 +198,7 @@ impl<'b> Queues<'b> {
     }
 
     /// The blk-mq tag set over the I/O queues; `None` without I/O queues.
-    pub(crate) fn tag_set(&self) -> Result<Option<TagSet<'b, NvmeBlk>>> {
+    pub(crate) fn tag_set(&self) -> Result<Option<Arc<TagSet<'b, NvmeBlk>>>> {
         let Some(irqs) = self.irqs.as_ref() else {
             return Ok(None);
         };

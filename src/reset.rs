@@ -59,7 +59,17 @@ pub(crate) fn timeout(
         return Timeout::Done;
     }
     if hw.state() == State::Resetting {
-        // The reset takes every request back (a fatal status too: it is reset already).
+        // An admin timeout stopped the controller and asked for a reset that nobody has
+        // started: start it here rather than wait for the controller's work, which may
+        // itself be waiting for this request (a rescan). Unless the PCI core holds the
+        // function (its release brings the controller back).
+        if let Some(seen) = hw.pending_reset() {
+            if !hw.is_held() {
+                return reset_for(&set, q, rq, seen, "admin command timeout");
+            }
+        }
+        // A reset under way takes every request back (a fatal status too: it is reset
+        // already).
         return Timeout::ResetTimer;
     }
     if s & csts::CFS != 0 {
@@ -147,6 +157,15 @@ pub(crate) fn reset(set: &TagSetRef<'_, NvmeBlk>, why: &str) -> Result {
     reset_unless_after(set, why, None).map(|_| ())
 }
 
+/// Starts the reset an admin timeout asked for, unless it was started already (by the
+/// timeout of an I/O it stopped, a hold or a give-up).
+pub(crate) fn reset_pending(set: &TagSetRef<'_, NvmeBlk>, why: &str) -> Result {
+    match set.data().hw.pending_reset() {
+        Some(seen) => reset_unless_after(set, why, Some(seen)).map(|_| ()),
+        None => Ok(()),
+    }
+}
+
 /// Resets the controller, unless `seen` is given and a reset ran after the caller saw
 /// `seen` resets (false then).
 fn reset_unless_after(set: &TagSetRef<'_, NvmeBlk>, why: &str, seen: Option<u32>) -> Result<bool> {
@@ -163,6 +182,7 @@ fn reset_unless_after(set: &TagSetRef<'_, NvmeBlk>, why: &str, seen: Option<u32>
     if seen.is_some_and(|seen| hw.resets() != seen) {
         return Ok(false);
     }
+    hw.clear_pending_reset();
     hw.set_state(State::Resetting);
     let n = hw.count_reset();
     dev_warn!(
@@ -310,6 +330,7 @@ fn restart(io: &IoSet<'_>) -> Result {
 
 /// Declares the controller dead: stops it, fails what is in flight and what comes later.
 fn mark_dead(set: &TagSetRef<'_, NvmeBlk>, hw: &Hw<'_>) {
+    hw.clear_pending_reset();
     hw.set_state(State::Dead);
     hw.set_held(false);
     for q in set.data().queues.iter() {
@@ -363,6 +384,8 @@ pub(crate) fn hold(set: &TagSetRef<'_, NvmeBlk>, halt: Halt, why: &str) -> bool 
     if hw.set_held(true) {
         return true;
     }
+    // The release brings the controller back: that is the reset an admin timeout asked for.
+    hw.clear_pending_reset();
     hw.set_state(State::Resetting);
     dev_info!(
         hw.dev(),

@@ -7,12 +7,16 @@
 //! load and store: no atomic read-modify-write on the I/O path. The others are rare and use
 //! `fetch_add`. Readers may see a count a moment old, which is all a statistic needs.
 
-use crate::fault::{Faults, Knob};
+use crate::fault::FaultsRef;
+#[cfg(rnvme_test_hooks)]
+use crate::fault::Knob;
 use core::{
     fmt,
     sync::atomic::{AtomicU64, Ordering::Relaxed},
 };
-use kernel::{debugfs, prelude::*, str::CString, sync::Arc, uaccess::UserSliceReader};
+#[cfg(rnvme_test_hooks)]
+use kernel::uaccess::UserSliceReader;
+use kernel::{debugfs, prelude::*, str::CString, sync::Arc};
 
 /// The counters of one queue pair.
 pub(crate) struct QueueStats {
@@ -123,11 +127,13 @@ impl fmt::Debug for QueueStats {
 }
 
 /// A fault knob's debugfs file data: the controller's faults and which knob.
-type KnobFile = (Arc<Faults>, Knob);
+#[cfg(rnvme_test_hooks)]
+type KnobFile = (FaultsRef, Knob);
 
 /// A controller's debugfs directory and one file per queue; removed when dropped.
 pub(crate) struct DebugDir {
     files: KVec<Pin<KBox<debugfs::File<Arc<QueueStats>>>>>,
+    #[cfg(rnvme_test_hooks)]
     faults: KVec<Pin<KBox<debugfs::File<KnobFile>>>>,
     dir: debugfs::Dir,
 }
@@ -137,6 +143,7 @@ impl DebugDir {
         let name = CString::try_from_fmt(fmt!("rnvme{instance}"))?;
         Ok(Self {
             files: KVec::new(),
+            #[cfg(rnvme_test_hooks)]
             faults: KVec::new(),
             dir: debugfs::Dir::new(&name),
         })
@@ -151,7 +158,8 @@ impl DebugDir {
     }
 
     /// Adds the files through which tests inject faults (see `fault.rs`).
-    pub(crate) fn add_faults(&mut self, faults: Arc<Faults>) -> Result {
+    #[cfg(rnvme_test_hooks)]
+    pub(crate) fn add_faults(&mut self, faults: FaultsRef) -> Result {
         let knobs = [
             (c"fail_dma_map", Knob::FailDmaMap),
             (c"reset_delay_ms", Knob::ResetDelayMs),
@@ -169,6 +177,12 @@ impl DebugDir {
             self.faults
                 .push(KBox::pin_init(file, GFP_KERNEL)?, GFP_KERNEL)?;
         }
+        Ok(())
+    }
+
+    /// The production build has no faults to show.
+    #[cfg(not(rnvme_test_hooks))]
+    pub(crate) fn add_faults(&mut self, _faults: FaultsRef) -> Result {
         Ok(())
     }
 }

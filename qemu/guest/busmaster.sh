@@ -89,6 +89,68 @@ flr() {
 flr rnvme /dev/rnvme0n1
 expect_eq rnvme_live_after_flr live "$(cat /sys/class/misc/rnvme0/state)"
 flr nvme /dev/nvme0n1
+
+# --- a controller that hiccups ---------------------------------------------------------
+# Memory Space Enable cleared for a second (a stray setpci, a PCI error) while an I/O
+# passthrough waits and a driver admin command is sent (a hwmon temperature read): neither
+# reaches the device. The admin command times out (admin_timeout 5 s) and the driver
+# resets the controller, which takes the passthrough back: it fails with EINTR, as C's
+# cancelled commands, and everything works afterwards. rnvme used to wedge for good: its
+# reset waited for the disk list the passthrough held while it waited for its I/O, whose
+# timeout only re-armed while the controller was resetting. QEMU's trace: the controller
+# enabled once (the reset). The same on the C driver's controller.
+hiccup() {
+	local drv=$1 disk=$2 state=$3 pci cmd hw pt hr rc took why
+	pci=$(bound_to "$drv" | head -1)
+	cmd=$(pci_command "$pci")
+	hw=$(hwmon_of "$pci")
+	trace_mark "${drv}_hiccup_begin" "$disk"
+	pci_command "$pci" $((cmd & ~2))
+	local t0
+	t0=$(now_s)
+	nvme io-passthru "$disk" --opcode=2 --namespace-id=1 --data-len=4096 --read \
+		--cdw10=2048 --cdw12=7 >"/tmp/pt-$drv.out" 2>&1 &
+	pt=$!
+	sleep 0.5
+	cat "$hw/temp1_input" >"/tmp/hw-$drv.out" 2>&1 &
+	hr=$!
+	sleep 1
+	pci_command "$pci" "$cmd"
+	if wait_for 90 sh -c "! kill -0 $pt 2>/dev/null"; then
+		wait $pt
+		rc=$?
+		took=$(awk -v a="$t0" -v b="$(now_s)" 'BEGIN { printf "%.1f", b - a }')
+		pass "${drv}_hiccup_passthrough_returns"
+		echo "$drv: the passthrough returned after ${took}s, exit $rc: $(tail -1 "/tmp/pt-$drv.out")"
+		if [ "$rc" = 0 ]; then
+			fail "${drv}_hiccup_passthrough_fails" "it succeeded: $(tail -1 "/tmp/pt-$drv.out")"
+		elif grep -q 'Interrupted system call' "/tmp/pt-$drv.out"; then
+			pass "${drv}_hiccup_passthrough_fails"
+		else
+			fail "${drv}_hiccup_passthrough_fails" "not EINTR: $(tail -1 "/tmp/pt-$drv.out")"
+		fi
+	else
+		fail "${drv}_hiccup_passthrough_returns" "still waiting after 90 s, state $(cat "$state")"
+		fail "${drv}_hiccup_passthrough_fails" "it never returned"
+	fi
+	wait $hr
+	echo "$drv: the temperature read during the hiccup: $(tail -1 "/tmp/hw-$drv.out")"
+	if wait_for 30 grep -q live "$state"; then pass "${drv}_live_after_hiccup"
+	else fail "${drv}_live_after_hiccup" "state $(cat "$state")"; fi
+	expect_eq "${drv}_hwmon_after_hiccup" 49850 "$(cat "$hw/temp1_input" 2>&1)"
+	if fio --name=hiccup --filename="$disk" --rw=randwrite --bs=4k --iodepth=16 \
+		--ioengine=io_uring --direct=1 --size=4M --verify=crc32c --randseed=13 \
+		--output="/tmp/hiccup-$drv.log" && why=$(fio_verified "/tmp/hiccup-$drv.log"); then
+		pass "${drv}_io_after_hiccup"
+	else
+		fail "${drv}_io_after_hiccup" "$why"
+	fi
+	trace_mark "${drv}_hiccup_end" "$disk"
+	trace_expect "${drv}_hiccup_resets_once" "${drv}_hiccup_begin" "${drv}_hiccup_end" eq 1 \
+		"pci_nvme_mmio_start_success"
+}
+hiccup rnvme /dev/rnvme0n1 /sys/class/misc/rnvme0/state
+hiccup nvme /dev/nvme0n1 /sys/class/nvme/nvme0/state
 image_write host_image /dev/rnvme0n1 0 1
 check rmmod rmmod rnvme
 finish

@@ -23,7 +23,7 @@
 //!   belong to a request that is not in flight (a device must never make us touch a request
 //!   we did not send).
 //!
-//! # Ownership: why not `ARef<Request>` and `GenDisk` holding `Arc<TagSet>`
+//! # Ownership: why not `ARef<Request>`, and the disks' list holding `Arc<TagSet>`
 //!
 //! Upstream hands the driver an `ARef<Request>`, counted in the request's private data, so
 //! a request may outlive the callback that received it and ending it checks that no other
@@ -35,11 +35,12 @@
 //! compare-exchange per end). The driver never keeps a request past the callback, so the
 //! count would buy nothing and cost three atomics per I/O.
 //!
-//! Upstream's `GenDisk` keeps its tag set alive with an `Arc<TagSet>`. Here the tag set
-//! owns its disks: a controller freezes, quiesces, marks dead and removes all of them
-//! together (reset, format, suspend, removal), and owning them in one place makes "every
-//! disk is gone before the tag set is freed" a property of `Drop` rather than of reference
-//! counts.
+//! Upstream's `GenDisk` keeps its tag set alive with an `Arc<TagSet>`. Here a [`Disks`] list
+//! holds the disks of one tag set and the `Arc`: a controller freezes, marks dead and
+//! removes all of them together (format, suspend, death, removal), and "every disk is gone
+//! before the tag set is freed" follows from the list's `Drop` and the count. The tag set
+//! itself stays outside any lock the driver keeps around the list, so error recovery
+//! (quiesce, cancel) never waits for a task that holds the list while it waits for I/O.
 
 mod completion;
 mod dma_map;
@@ -58,7 +59,7 @@ pub(crate) use integrity::Integrity;
 pub(crate) use operations::{Operations, Timeout};
 pub(crate) use private::{PrivateData, PrivateIo};
 pub(crate) use request::{Dispatched, Owned, ReqOp, Request};
-pub(crate) use tag_set::{QueueTags, TagSet, TagSetRef, Tags};
+pub(crate) use tag_set::{Disks, QueueTags, TagSet, TagSetRef, Tags};
 pub(crate) use zoned::{Zone, ZoneReporter, ZonedDisk, ZonedLimits};
 
 /// `blk_status_t` values (include/linux/blk_types.h; `#define`s bindgen cannot see). Upstream

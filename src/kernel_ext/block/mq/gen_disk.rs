@@ -203,7 +203,7 @@ impl<T: Operations> DiskOps<T> {
     }
 }
 
-/// A disk on a tag set; owned by its [`TagSet`].
+/// A disk on a tag set; owned by its [`Disks`](super::Disks) list, which keeps the tag set alive.
 ///
 /// # Invariants
 ///
@@ -215,7 +215,7 @@ pub(super) struct GenDisk<'a, T: Operations> {
     pub(super) added: bool,
     /// Marked dead (`blk_mark_disk_dead`).
     pub(super) dead: bool,
-    /// Frozen by [`TagSet::freeze_disks_non_owner`].
+    /// Frozen by [`Disks::freeze_disks_non_owner`](super::Disks::freeze_disks_non_owner).
     pub(super) held: bool,
     /// Only reached through the request queue's `queuedata`.
     pub(super) _data: Pin<KBox<T::DiskData<'a>>>,
@@ -228,7 +228,7 @@ unsafe impl<T: Operations> Send for GenDisk<'_, T> {}
 // SAFETY: as above; `data` is `Sync`.
 unsafe impl<T: Operations> Sync for GenDisk<'_, T> {}
 
-/// A disk of a [`TagSet`], borrowed from it. Upstream candidate.
+/// A disk of a [`Disks`](super::Disks) list, borrowed from it. Upstream candidate.
 pub(crate) struct DiskRef<'s, 'a, T: Operations> {
     pub(super) disk: &'s GenDisk<'a, T>,
 }
@@ -299,7 +299,7 @@ pub(in crate::kernel_ext::block) unsafe fn commit_limits(
     kernel::error::to_result(ret)
 }
 
-/// What [`TagSet::add_disk`] makes a disk of (upstream: `GenDiskBuilder`'s settings and
+/// What [`Disks::add_disk`](super::Disks::add_disk) makes a disk of (upstream: `GenDiskBuilder`'s settings and
 /// `build`'s arguments). Upstream candidate: queue limits beyond the block sizes, the parent
 /// device and a per-disk `private_data`.
 pub(crate) struct NewDisk<'n, 'a, T: Operations> {

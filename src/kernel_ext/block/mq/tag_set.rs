@@ -1,6 +1,12 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! A blk-mq tag set, its queues' tags and its disks (upstream: `kernel::block::mq::tag_set`).
+//!
+//! The tag set is reference counted and never changes once made: error recovery reaches it
+//! (quiesce, cancel) without taking any lock. Its disks are a separate [`Disks`] list, which
+//! holds a reference to the set (so the set is freed after every disk) and which the
+//! driver keeps under a lock of its own: a task that waits for I/O holding the disk list
+//! never stands in the way of the recovery that ends that I/O.
 
 use super::{
     gen_disk::{DiskRef, GenDisk, NewDisk},
@@ -19,6 +25,7 @@ use kernel::{
     bindings,
     device::{Bound, Device},
     prelude::*,
+    sync::Arc,
     types::Opaque,
 };
 
@@ -35,15 +42,15 @@ pub(super) struct SetHeader<'a, T: Operations> {
     pub(super) data: T::SetData<'a>,
 }
 
-/// A blk-mq tag set, the driver's data for it, and the disks on it. Upstream:
-/// `kernel::block::mq::TagSet`, here owning its disks (see the module documentation).
+/// A blk-mq tag set and the driver's data for it. Upstream: `kernel::block::mq::TagSet`
+/// (also reference counted there: its disks hold it).
 ///
 /// # Invariants
 ///
 /// `set` was initialized by `blk_mq_alloc_tag_set` with `driver_data` pointing to `header`
-/// and is freed in `drop`, after every disk and before `header`.
+/// and is freed in `drop`, before `header`. Every disk on it is in a [`Disks`] holding a
+/// reference to it, so none is left when it is dropped.
 pub(crate) struct TagSet<'a, T: Operations> {
-    disks: KVec<GenDisk<'a, T>>,
     set: Pin<KBox<Opaque<bindings::blk_mq_tag_set>>>,
     /// Only reached through the set's `driver_data`.
     _header: Pin<KBox<SetHeader<'a, T>>>,
@@ -72,7 +79,7 @@ impl<'a, T: Operations> TagSet<'a, T> {
         timeout_jiffies: u32,
         irq: Option<(&Device<Bound>, u32)>,
         data: T::SetData<'a>,
-    ) -> Result<Self> {
+    ) -> Result<Arc<Self>> {
         let header = KBox::pin(
             SetHeader {
                 irq_dev: irq.map(|(d, v)| (device_raw(d), v)),
@@ -111,22 +118,17 @@ impl<'a, T: Operations> TagSet<'a, T> {
         if ret != 0 {
             return Err(Error::from_errno(ret));
         }
-        // INVARIANT: `set` was initialized with `driver_data` pointing to `header`; `drop`
-        // frees it after the disks, and the fields drop in order (`set` before `_header`).
-        Ok(Self {
-            disks: KVec::new(),
-            set,
-            _header: header,
-        })
-    }
-
-    /// Removes every disk from the system (waiting for their I/O), keeping the tag set.
-    /// Upstream candidate.
-    pub(crate) fn remove_disks(&mut self) {
-        for d in self.disks.iter_mut() {
-            d.remove();
-        }
-        self.disks.clear();
+        // INVARIANT: `set` was initialized with `driver_data` pointing to `header`; the
+        // fields drop in order (`set` before `_header`); disks are only made by `Disks`,
+        // which holds a reference.
+        // (Should the `Arc` not be allocated, the set is dropped, hence freed.)
+        Ok(Arc::new(
+            Self {
+                set,
+                _header: header,
+            },
+            GFP_KERNEL,
+        )?)
     }
 
     pub(super) fn raw(&self) -> *mut bindings::blk_mq_tag_set {
@@ -217,13 +219,44 @@ impl<'s, T: Operations> TagSetRef<'s, T> {
 
 impl<T: Operations> Drop for TagSet<'_, T> {
     fn drop(&mut self) {
-        self.remove_disks();
-        // SAFETY: allocated in `new` (invariant); every disk using it was released above.
+        // SAFETY: allocated in `new` (invariant); every disk using it was released first (the
+        // `Disks` holding them held a reference to `self`).
         unsafe { bindings::blk_mq_free_tag_set(self.raw()) };
     }
 }
 
-impl<'a, T: Operations> TagSet<'a, T> {
+/// The disks on a [`TagSet`], which they keep alive. Upstream: the `GenDisk`s holding the
+/// tag set's `Arc`; here in one list, which the driver looks its namespaces up in.
+pub(crate) struct Disks<'a, T: Operations> {
+    /// Dropped (each disk deleted and put) before `set`.
+    disks: KVec<GenDisk<'a, T>>,
+    set: Arc<TagSet<'a, T>>,
+}
+
+impl<T: Operations> Drop for Disks<'_, T> {
+    fn drop(&mut self) {
+        self.remove_disks();
+    }
+}
+
+impl<'a, T: Operations> Disks<'a, T> {
+    /// No disks yet, on `set`.
+    pub(crate) fn new(set: Arc<TagSet<'a, T>>) -> Self {
+        Self {
+            disks: KVec::new(),
+            set,
+        }
+    }
+
+    /// Removes every disk from the system (waiting for their I/O), keeping the tag set.
+    /// Upstream candidate.
+    pub(crate) fn remove_disks(&mut self) {
+        for d in self.disks.iter_mut() {
+            d.remove();
+        }
+        self.disks.clear();
+    }
+
     /// Adds a disk called `name` of `sectors` 512-byte sectors (it appears in /dev), as a
     /// child of `parent`.
     ///
@@ -232,7 +265,7 @@ impl<'a, T: Operations> TagSet<'a, T> {
     /// part of an upstream version).
     pub(crate) fn add_disk(&mut self, disk: NewDisk<'_, 'a, T>, fault: Result) -> Result {
         self.disks.reserve(1, GFP_KERNEL)?;
-        let disk = GenDisk::new(self, disk, fault)?;
+        let disk = GenDisk::new(&self.set, disk, fault)?;
         self.disks.push_within_capacity(disk).map_err(|_| ENOMEM)
     }
     /// The first disk whose data satisfies `pred`. Upstream candidate.
@@ -323,10 +356,10 @@ impl<'a, T: Operations> TagSet<'a, T> {
     }
 }
 
-/// The disks of a [`TagSet`] frozen by [`TagSet::freeze_disks`]; unfrozen when dropped. The set
-/// cannot gain or lose disks meanwhile: this borrows it. Upstream candidate.
+/// The disks of a [`Disks`] frozen by [`Disks::freeze_disks`]; unfrozen when dropped. The
+/// list cannot gain or lose disks meanwhile: this borrows it. Upstream candidate.
 pub(crate) struct Frozen<'s, 'a, T: Operations> {
-    set: &'s TagSet<'a, T>,
+    set: &'s Disks<'a, T>,
     _noio: MemallocNoio,
 }
 
