@@ -176,7 +176,6 @@ impl<'b> Hw<'b> {
         self.resets.load(Relaxed)
     }
 
-    /// Counts a reset; returns how many there were, this one included.
     /// The reset count an admin timeout saw when it asked for a reset nobody has started
     /// yet (see `pending_reset`).
     pub(crate) fn pending_reset(&self) -> Option<u32> {
@@ -189,6 +188,7 @@ impl<'b> Hw<'b> {
         self.pending_reset.store(0, Relaxed);
     }
 
+    /// Counts a reset; returns how many there were, this one included.
     pub(crate) fn count_reset(&self) -> u32 {
         self.resets.fetch_add(1, Relaxed) + 1
     }

@@ -132,6 +132,7 @@ hiccup() {
 	else
 		fail "${drv}_hiccup_passthrough_returns" "still waiting after 90 s, state $(cat "$state")"
 		fail "${drv}_hiccup_passthrough_fails" "it never returned"
+		kill $pt 2>/dev/null
 	fi
 	wait $hr
 	echo "$drv: the temperature read during the hiccup: $(tail -1 "/tmp/hw-$drv.out")"

@@ -56,10 +56,12 @@ pub(crate) struct TagSet<'a, T: Operations> {
     _header: Pin<KBox<SetHeader<'a, T>>>,
 }
 
-// SAFETY: The tag set is a C object designed for concurrent use; the header is only read.
-unsafe impl<T: Operations> Send for TagSet<'_, T> where T::SetData<'static>: Send {}
-// SAFETY: As above.
-unsafe impl<T: Operations> Sync for TagSet<'_, T> {}
+// SAFETY: The tag set is a C object designed for concurrent use; the header is only read,
+// and its data is lent (`TagSetRef::data`) to any thread holding a reference: it must be
+// `Sync` as well as `Send`.
+unsafe impl<T: Operations> Send for TagSet<'_, T> where T::SetData<'static>: Send + Sync {}
+// SAFETY: As above: shared references only read the header and lend its data.
+unsafe impl<T: Operations> Sync for TagSet<'_, T> where T::SetData<'static>: Sync {}
 
 impl<'a, T: Operations> TagSet<'a, T> {
     /// Creates a tag set of `nr_hw_queues` queues with interrupts, `nr_read` queues with
