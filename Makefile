@@ -11,6 +11,7 @@
 #   make bench        rnvme against the C driver and null_blk (table, JSON, plot in out/bench)
 #   make profile      instructions per kernel function per read, C driver and rnvme
 #   make mutants      plant each bug of scripts/mutants.toml in a copy; the tests must catch it
+#   make storm        the concurrency storm of make test, 10 minutes and 10 rounds per kernel
 #   make qemu         interactive shell in the test VM with rnvme.ko in /lib
 #   make setup        toolchain, kernel source and test kernel only
 #   make clean        remove build products (not the cache)
@@ -22,7 +23,7 @@ ifeq ("$(origin CLIPPY)", "command line")
 KMAKE_EXTRA := CLIPPY=$(CLIPPY)
 endif
 
-.PHONY: all module setup test unit-test qemu clean rust-analyzer fmt bench profile mutants
+.PHONY: all module setup test unit-test qemu clean rust-analyzer fmt bench profile mutants storm
 
 all: module
 
@@ -54,6 +55,13 @@ unit-test:
 
 test:
 	@scripts/test.sh
+
+# The storm scenario alone, long: STORM_S seconds and STORM_ROUNDS rounds of FLR and system
+# sleep, on both kernels.
+STORM_S ?= 600
+STORM_ROUNDS ?= 10
+storm:
+	@RNVME_TEST_ONLY='^storm-' RNVME_STORM_S=$(STORM_S) RNVME_STORM_ROUNDS=$(STORM_ROUNDS) scripts/test.sh
 
 qemu: module
 	@qemu/run --flavour $(FLAVOUR) --shell

@@ -132,6 +132,36 @@ def retried_boot_starts_a_new_trace(tmp, kdir):
     return f"rc {rc}, QEMU started {n} times, {lines} trace lines (want 1)"
 
 
+def known_warnings(tmp):
+    """--known-warning FUNCTION lets the C driver's warning at FUNCTION through, and
+    nothing else: the same warning with an rnvme frame, another warning, or a known one
+    whose trace never ends fail the log check. Returns (name, why or None) per case."""
+    warn = ("[    1.39] WARNING: block/blk-settings.c:392 at blk_validate_limits+0x62c/0x670, "
+            "CPU#0: kworker/u8:4/68")
+    trace = ["[    1.40] Call Trace:", "[    1.40]  nvme_update_ns_info_block+0xa32/0xb70 "
+             "[nvme_core]"]
+    end = "[    1.41] ---[ end trace 0000000000000000 ]---"
+    cases = [
+        ("known_c_warning_passes", [warn] + trace + [end], 0),
+        ("known_warning_in_rnvme_fails",
+         [warn, "[    1.40] Call Trace:", "[    1.40]  scan_namespaces+0x1/0x2 [rnvme]", end], 1),
+        ("other_warning_fails",
+         [warn.replace("blk_validate_limits", "blk_mq_unquiesce_tagset")] + trace + [end], 1),
+        ("unended_known_warning_fails", [warn] + trace, 1),
+    ]
+    out = []
+    for name, lines, want in cases:
+        log = os.path.join(tmp, name + ".log")
+        with open(log, "w") as f:
+            f.write("\n".join([INIT] + lines) + "\n")
+        rc = subprocess.run([os.path.join(ROOT, "qemu", "run"), "--check-log", log,
+                             "--known-warning", "blk_validate_limits"],
+                            capture_output=True).returncode
+        ok = (rc == 0) if want == 0 else (rc != 0)
+        out.append((name, None if ok else f"qemu/run --check-log exited {rc}"))
+    return out
+
+
 def main():
     kdir = sys.argv[1]
     checks = [
@@ -167,6 +197,8 @@ def main():
         why = one_vcpu_keeps_barriers(tmp, kdir)
         print("PASS one_vcpu_keeps_barriers" if why is None
               else f"FAIL one_vcpu_keeps_barriers: {why}")
+        for name, why in known_warnings(tmp):
+            print(f"PASS {name}" if why is None else f"FAIL {name}: {why}")
 
 
 if __name__ == "__main__":

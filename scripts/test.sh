@@ -11,6 +11,7 @@
 #
 #   RNVME_TEST_FLAVOURS="base debug"   kernels to run the VM scenarios on
 #   RNVME_TEST_ONLY=regex              only scenarios whose name matches
+#   RNVME_STORM_S, RNVME_STORM_ROUNDS  the storm scenario's length and rounds (20, 1)
 #   RNVME_TEST_LOGS=dir                where the logs go (default out/test-logs)
 #   RNVME_CI=1                         refuse a partial selection (.ci/run sets it)
 . "$(dirname "$0")/common.sh"
@@ -476,7 +477,7 @@ for flavour in $FLAVOURS; do
 	# and longer VM timeouts.
 	img=$RNVME_ROOT/out/test-images/$flavour
 	rm -rf "$img"
-	mkdir -p "$img"/{io,lba4k,mdts1,queues1,msix1,poll,aen,errors,timeout,stress,dead,format,busmaster,swiotlb,power,aer,mpath}
+	mkdir -p "$img"/{io,lba4k,mdts1,queues1,msix1,poll,aen,errors,timeout,stress,dead,format,busmaster,swiotlb,power,aer,mpath,storm}
 	if [ "$flavour" = base ]; then
 		T=900 BASIC_CTRLS=3 BASIC_NS=2 IO_ENV='LBA=512 HOSTCHECK=1' IO_SIZE=256M FUZZ_N=3000 URING_SIZE=16M
 		CYCLES=50 SLEEP_ROUNDS=20 SPECIAL_ENV='QUICK=1 HOSTCHECK=1'
@@ -513,6 +514,19 @@ for flavour in $FLAVOURS; do
 	# Bus Master Enable cleared under fio: the reset restores it (rnvme and the C driver).
 	run_vm "busmaster-$flavour" "$flavour" --ctrls 2 --backend image --image-dir "$img/busmaster" \
 		--size 64M --timeout $T -- 'sh /guest/busmaster.sh'
+	# The controller core beside the C driver: a passthrough and a rescan do not wait
+	# behind a slow command (namespace 2 answers after 3 s); a namespace rnvme (16 KiB blocks over 8 KiB transfers) fails alone. The block layer warns
+	# at the C driver's limits for it; rnvme checks them first.
+	run_vm "core-$flavour" "$flavour" --ctrls 2 --ns 4 --mdts 1 --backend image --size 64M \
+		--slow-ns 2 --slow-ms 3000 --ns-extra 3:logical_block_size=16384,physical_block_size=16384 \
+		--ns-extra 4:zoned=true,zoned.zone_size=64K,zoned.zone_capacity=64K \
+		--known-warning blk_validate_limits --timeout $T -- 'SLOW_MS=3000 sh /guest/core.sh'
+	# A concurrency storm on rnvme and the C driver at once: fio verify, passthrough, admin
+	# commands, hwmon, rescans, resets, namespace attach/detach in loops; an FLR and a
+	# system sleep (`make storm`: longer, more rounds).
+	run_vm "storm-$flavour" "$flavour" --ctrls 2 --ns 3 --subsys --detached 3 --backend image \
+		--image-dir "$img/storm" --size 64M --timeout $((T + 2 * ${RNVME_STORM_S:-20})) \
+		-- "STORM_S=${RNVME_STORM_S:-20} ROUNDS=${RNVME_STORM_ROUNDS:-1} sh /guest/storm.sh"
 	# System sleep under fio (pm_test): suspend to RAM and to idle, hibernation; rnvme beside
 	# the C driver, which the same transitions suspend.
 	run_vm "power-$flavour" "$flavour" --ctrls 2 --backend image --image-dir "$img/power" \

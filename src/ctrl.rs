@@ -20,7 +20,7 @@ use crate::{
     ioctl::{CtrlChar, CtrlLink},
     ioq::QueueIrq,
     kernel_ext::{
-        block::mq::{Disks, TagSet},
+        block::mq::{DiskArc, Disks, TagSet},
         chardev::CharDev,
         dma as kdma, hwmon,
         irq::{irq_type_name, IrqSet},
@@ -459,6 +459,13 @@ impl<'b> Shared<'b> {
     /// Most data one passthrough command may move.
     pub(crate) fn max_data(&self) -> u32 {
         ns::max_transfer(&self.id, self.hw.cap, self.hw.dma_opt)
+    }
+
+    /// A counted reference to namespace `nsid`'s disk, if it has one (C's `nvme_find_get_ns`):
+    /// the disks' lock is held only to find it.
+    pub(crate) fn get_disk(&self, nsid: u32) -> Option<DiskArc<'b, NvmeBlk>> {
+        let disks = self.disks.lock();
+        disks.as_ref()?.get_disk(|ns| ns.nsid() == nsid)
     }
 
     /// log2 of namespace `nsid`'s block size and its metadata format, if it has a disk.

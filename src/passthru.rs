@@ -411,12 +411,10 @@ pub(crate) fn submit_io(s: &Shared<'_>, nsid: u32, caller: Caller, arg: usize) -
 fn run_io(s: &Shared<'_>, nsid: u32, c: &PassthruCmd, data: PrivateData<'_>) -> Result<(i32, u64)> {
     let mut cmd = c.command();
     cmd.dw[1] = nsid;
-    let disks = s.disks.lock();
-    let disk = disks
-        .as_ref()
-        .and_then(|ts| ts.find_disk(|ns| ns.nsid() == nsid))
-        .ok_or(EINVAL)?;
-    let (status, result) = disk.execute_private(
+    // A reference to the disk, not the list's lock, is held while the command waits: other
+    // commands, scans and recovery go on meanwhile.
+    let disk = s.get_disk(nsid).ok_or(EINVAL)?;
+    let (status, result) = disk.get().execute_private(
         PrivateIo {
             to_device: c.direction() == Direction::ToDevice,
             data,
@@ -511,11 +509,7 @@ pub(crate) fn ns_uring_cmd(
             None => user_data(&c, vec),
         };
         let command = c.command();
-        let disks = s.disks.lock();
-        let disk = disks
-            .as_ref()
-            .and_then(|ts| ts.find_disk(|ns| ns.nsid() == nsid))
-            .ok_or(ENODEV)?;
+        let disk = s.get_disk(nsid).ok_or(ENODEV)?;
         let io = PrivateIo {
             to_device,
             data,
@@ -526,7 +520,10 @@ pub(crate) fn ns_uring_cmd(
         };
         cmd.queue_with(|ctx| {
             // SAFETY: `ctx` is the command `queue_with` queued, handed over once.
-            unsafe { disk.submit_private_uring(ctx, io, |rq| rq.set_passthru(&command)) }
+            unsafe {
+                disk.get()
+                    .submit_private_uring(ctx, io, |rq| rq.set_passthru(&command))
+            }
         })
     })
     .unwrap_or(Err(ENODEV))

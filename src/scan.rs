@@ -213,6 +213,19 @@ impl<'b> Shared<'b> {
                     continue;
                 }
             };
+            let (cap, dma) = (self.hw.cap, self.hw.dma_opt);
+            let limits = ns.limits(id, self.nvm.as_ref(), cap, dma, PAGE_SHIFT as u32);
+            // A block larger than one transfer cannot be read at all: the block layer
+            // would refuse the disk (with a warning); this namespace alone is skipped.
+            if u64::from(limits.logical_block_size) > u64::from(limits.max_hw_sectors) << 9 {
+                dev_warn!(
+                    self.hw.pdev.as_ref(),
+                    "rnvme{inst}: namespace {nsid} skipped: its {}-byte blocks exceed the controller's {}-byte transfer limit\n",
+                    limits.logical_block_size,
+                    u64::from(limits.max_hw_sectors) << 9
+                );
+                continue;
+            }
             // The generic device goes with the namespace's disk (dropped with it); a
             // namespace without one still gets its disk.
             let link = Arc::new(
@@ -230,8 +243,6 @@ impl<'b> Shared<'b> {
                     e.to_errno()
                 ),
             }
-            let (cap, dma) = (self.hw.cap, self.hw.dma_opt);
-            let limits = ns.limits(id, self.nvm.as_ref(), cap, dma, PAGE_SHIFT as u32);
             // A hidden disk has no capacity to show (as C's).
             let (sectors, bs) = (if hidden { 0 } else { ns.sectors() }, ns.block_size());
             let zeroes = ns.deallocate_reads_zeroes();
@@ -270,8 +281,18 @@ impl<'b> Shared<'b> {
                 data: ns,
                 private,
             };
-            // Probe fault step 14: adding the disk fails.
-            ts.add_disk(disk, params::inject(self.hw.dev(), 14))?;
+            // One namespace the block layer refuses (limits it cannot take: a block larger
+            // than the transfer limit) fails that namespace, not the controller (as C's
+            // `nvme_alloc_ns`); the next scan tries again. Probe fault step 14: adding the
+            // disk fails.
+            if let Err(e) = ts.add_disk(disk, params::inject(self.hw.dev(), 14)) {
+                dev_warn!(
+                    self.hw.pdev.as_ref(),
+                    "rnvme{inst}: namespace {nsid} skipped: its disk was refused ({})\n",
+                    e.to_errno()
+                );
+                continue;
+            }
             if hidden {
                 continue;
             }

@@ -15,7 +15,7 @@ use crate::{
         zns::{self, ZnsError, ZoneInfo, ZoneReport, DESCRIPTOR_SIZE, REPORT_HEADER},
     },
 };
-use kernel::{alloc::VVec, prelude::*};
+use kernel::{alloc::VVec, device::Device, prelude::*, sync::aref::ARef};
 
 /// A zoned namespace's zones and what the controller takes of them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -98,12 +98,17 @@ pub(crate) fn report_zones(
     nr_zones: u32,
     to: &mut ZoneReporter<'_>,
 ) -> Result<u32> {
-    let ns = disk.data();
-    let Some(zoned) = ns.zoned() else {
-        return Err(EINVAL);
-    };
-    let shift = ns.lba_shift() - 9;
-    let zone_sectors = zoned.info.zone_blocks << shift;
+    // What the report needs of the namespace, taken while the disk's data is there: the
+    // block device may outlive it (a namespace detached while a report hands zones to a
+    // stalled user buffer), as C's open namespace reference outlives its removal.
+    let (nsid, shift, zone_blocks, dev) = disk
+        .with_data(|ns| {
+            let dev: ARef<Device> = ns.dma_dev().as_ref().into();
+            ns.zoned()
+                .map(|z| (ns.nsid(), ns.lba_shift() - 9, z.info.zone_blocks, dev))
+        })?
+        .ok_or(EINVAL)?;
+    let zone_sectors = zone_blocks << shift;
     let capacity = disk.sectors();
     let zones = u64::from(nr_zones).min(capacity >> zone_sectors.trailing_zeros());
     let mut buf = report_buffer(zones, disk.max_buffer_bytes())?;
@@ -111,9 +116,11 @@ pub(crate) fn report_zones(
     let in_buf = (len - REPORT_HEADER) / DESCRIPTOR_SIZE;
     let mut sector = sector & !(zone_sectors - 1);
     let mut idx = 0u32;
-    while idx < nr_zones && sector < capacity {
+    // The capacity is read again for each command, as C's: a disk removed meanwhile has
+    // none, and the report ends with the zones it handed over so far.
+    while idx < nr_zones && sector < disk.sectors() {
         buf.fill(0);
-        let cmd = zns::report_zones(ns.nsid(), sector >> shift, len as u32);
+        let cmd = zns::report_zones(nsid, sector >> shift, len as u32);
         let io = PrivateIo {
             to_device: false,
             data: PrivateData::Kernel(&mut buf),
@@ -125,9 +132,8 @@ pub(crate) fn report_zones(
         let status = disk.execute_private(io, |rq| rq.set_passthru(&cmd), |rq| rq.status())?;
         if !status.is_success() {
             dev_err!(
-                ns.dma_dev(),
-                "nsid {}: zone report at sector {sector} failed: {status}\n",
-                ns.nsid()
+                dev,
+                "nsid {nsid}: zone report at sector {sector} failed: {status}\n"
             );
             return Err(EIO);
         }
@@ -140,9 +146,8 @@ pub(crate) fn report_zones(
             let d = report.zone(i).ok_or(EIO)?;
             if d.zone_type != zns::ZONE_TYPE_SEQWRITE_REQ {
                 dev_err!(
-                    ns.dma_dev(),
-                    "nsid {}: invalid zone type {:#x} at zone {idx}\n",
-                    ns.nsid(),
+                    dev,
+                    "nsid {nsid}: invalid zone type {:#x} at zone {idx}\n",
                     d.zone_type
                 );
                 return Err(EINVAL);

@@ -2,15 +2,17 @@
 # A probe that fails half way unwinds cleanly: with probe_fault_step=N the probe of every
 # controller fails at its Nth step (BAR mapped, admin queue allocated, vectors allocated,
 # handler registered, controller enabled, identified, queue count set, vectors reallocated,
-# first and last I/O queue created, tag set created, queues done, disks added, and 14: a disk's device_add_disk fails). After each,
-# nothing may be left: no binding, IRQ, BAR or disk; kmemleak (in finish, on the debug
-# kernel) checks memory. Then a normal load binds everything and serves I/O.
+# first and last I/O queue created, tag set created, queues done, disks added). After
+# each, nothing may be left: no binding, IRQ, BAR or disk; kmemleak (in finish, on the
+# debug kernel) checks memory. At step 14 a disk's device_add_disk fails: that namespace
+# alone is skipped, the controller stays bound without a disk. Then a normal load binds
+# everything and serves I/O.
 . /guest/lib.sh
 CTRLS=${CTRLS:-2}
 STEPS=14
 ok=1
 n=1
-while [ $n -le $STEPS ]; do
+while [ $n -lt $STEPS ]; do
 	dmesg -c >/dev/null
 	if ! insmod /lib/rnvme.ko probe_fault_step=$n; then
 		fail probe_failure_unwinds "insmod failed at step $n"
@@ -29,7 +31,20 @@ while [ $n -le $STEPS ]; do
 	fi
 	n=$((n + 1))
 done
-[ $ok = 1 ] && pass "probe_failure_unwinds_at_each_of_${STEPS}_steps"
+[ $ok = 1 ] && pass "probe_failure_unwinds_at_each_of_$((STEPS - 1))_steps"
+dmesg -c >/dev/null
+if insmod /lib/rnvme.ko probe_fault_step=$STEPS; then
+	hit=$(dmesg | grep -c "injected probe failure at step $STEPS\$")
+	skipped=$(dmesg | grep -c 'namespace 1 skipped: its disk was refused (-5)$')
+	left=$(bound_to rnvme | count)
+	disks=$(ls /sys/block | grep -c '^rnvme')
+	chars=$(ls /dev | grep -c '^rnvme[0-9]*$')
+	rmmod rnvme
+	expect_eq refused_disk_skips_namespace_alone "$CTRLS $CTRLS $CTRLS 0 $CTRLS" \
+		"$hit $skipped $left $disks $chars"
+else
+	fail refused_disk_skips_namespace_alone "insmod failed at step $STEPS"
+fi
 dmesg -c >/dev/null
 if insmod /lib/rnvme.ko probe_fault_step=$((STEPS + 1)) 2>/dev/null; then
 	fail probe_fault_step_validated "step $((STEPS + 1)) accepted"

@@ -54,7 +54,7 @@ mod zoned;
 
 pub(crate) use completion::CompletionBatch;
 pub(crate) use dma_map::{Mapping, MAX_SEGMENTS};
-pub(crate) use gen_disk::{DiskRef, Limits, NewDisk};
+pub(crate) use gen_disk::{DiskArc, DiskRef, Limits, NewDisk};
 pub(crate) use integrity::Integrity;
 pub(crate) use operations::{Operations, Timeout};
 pub(crate) use private::{PrivateData, PrivateIo};

@@ -17,12 +17,18 @@ use core::{
     ffi::{c_int, c_uint, c_void},
     marker::PhantomData,
     ptr::NonNull,
+    sync::atomic::{AtomicBool, Ordering},
 };
 use kernel::{
     bindings,
     device::{Bound, Device},
+    new_srcu,
     prelude::*,
     static_lock_class,
+    sync::{
+        atomic::{Acquire, Atomic, Release},
+        Arc, Srcu,
+    },
 };
 
 /// `BLK_FEAT_*` (include/linux/blkdev.h; `__force` casts bindgen cannot evaluate).
@@ -124,6 +130,58 @@ impl Limits {
     }
 }
 
+/// What a disk's `private_data` holds, from before it is added until `free_disk`: the
+/// driver's [`Operations::Private`], and the door to the disk's data (its queue's
+/// `queuedata`) for callbacks that reach the disk through an open block device rather than
+/// a request (zone reports). The data goes with the [`GenDisk`], which may be dropped while
+/// the block device is still open: its drop closes the door first and waits for readers.
+///
+/// # Invariants
+///
+/// `data` is null or points to the `GenDisk`'s data, alive until the `GenDisk`'s drop has
+/// cleared it and waited for every SRCU read-side section of `srcu` that loaded it.
+#[pin_data]
+pub(super) struct MqPrivate<T: Operations> {
+    pub(super) private: T::Private,
+    #[pin]
+    srcu: Srcu,
+    data: Atomic<*mut ()>,
+}
+
+impl<T: Operations> MqPrivate<T> {
+    /// The private data of `disk`.
+    ///
+    /// # Safety
+    ///
+    /// `disk` was created by [`GenDisk::new`] and its `private_data` not yet taken back (the
+    /// block layer holds the disk for a callback, or its `GenDisk` is alive).
+    pub(super) unsafe fn of<'p>(disk: *mut bindings::gendisk) -> &'p Self {
+        // SAFETY: see the function's safety section.
+        unsafe { &*(*disk).private_data.cast::<Self>() }
+    }
+
+    /// Calls `f` with the disk's data, or fails with `ENODEV` once its `GenDisk` is
+    /// dropped. `f` must not wait for I/O or user memory: dropping the disk waits for it.
+    pub(super) fn with_data<'s, R>(&self, f: impl FnOnce(&T::DiskData<'s>) -> R) -> Result<R> {
+        let _guard = self.srcu.read_lock();
+        let p = self.data.load(Acquire);
+        if p.is_null() {
+            return Err(ENODEV);
+        }
+        // `DiskData` is covariant (`Operations::shorten_disk`): data made for a lifetime
+        // that outlives the disk is valid for `'s`, within this section.
+        // SAFETY: non-null, so the `GenDisk`'s data, which its drop frees only after this
+        // read-side section ends (type invariant).
+        Ok(f(unsafe { &*p.cast::<T::DiskData<'s>>() }))
+    }
+
+    /// Closes the door to the data and waits for every reader.
+    fn revoke(&self) {
+        self.data.store(core::ptr::null_mut(), Release);
+        self.srcu.synchronize();
+    }
+}
+
 /// The sysfs attributes of a [`Operations`] implementor's disks.
 struct MqAttrs<T: Operations>(PhantomData<T>);
 
@@ -141,11 +199,11 @@ impl<T: Operations> DiskAttrs for MqAttrs<T> {
 
     /// # Safety
     ///
-    /// `disk` was created by [`GenDisk::new`], whose `private_data` holds a `T::Private`
+    /// `disk` was created by [`GenDisk::new`], whose `private_data` holds an `MqPrivate`
     /// from before the disk is added until `free_disk`.
     unsafe fn private<'p>(disk: *mut bindings::gendisk) -> &'p T::Private {
         // SAFETY: see the function's safety section.
-        unsafe { &*(*disk).private_data.cast::<T::Private>() }
+        unsafe { &MqPrivate::<T>::of(disk).private }
     }
 }
 
@@ -168,7 +226,7 @@ impl<T: Operations> DiskOps<T> {
     /// # Safety
     ///
     /// Called by the block layer for an open block device of a disk created by
-    /// [`GenDisk::new`], whose `private_data` holds a `T::Private` until `free_disk`.
+    /// [`GenDisk::new`], whose `private_data` holds an `MqPrivate` until `free_disk`.
     unsafe extern "C" fn ioctl(
         bdev: *mut bindings::block_device,
         mode: bindings::blk_mode_t,
@@ -176,14 +234,10 @@ impl<T: Operations> DiskOps<T> {
         arg: kernel::ffi::c_ulong,
     ) -> c_int {
         // SAFETY: see the function's safety section: an open block device of our disk,
-        // whose private data is a `T::Private` until `free_disk`.
+        // whose private data is an `MqPrivate` until `free_disk`.
         let (p, writable, partition) = unsafe {
             let (disk, writable, partition) = ioctl_target(bdev, mode);
-            (
-                &*(*disk).private_data.cast::<T::Private>(),
-                writable,
-                partition,
-            )
+            (&MqPrivate::<T>::of(disk).private, writable, partition)
         };
         ioctl_result(T::ioctl(p, writable, partition, cmd, arg))
     }
@@ -192,43 +246,58 @@ impl<T: Operations> DiskOps<T> {
     ///
     /// Called by the block layer once, when the last reference to the disk is dropped.
     unsafe extern "C" fn free_disk(disk: *mut bindings::gendisk) {
-        // SAFETY: `GenDisk::new` stored a `KBox<T::Private>` there (or it was taken back);
-        // this is the disk's end.
-        unsafe {
-            let p = take_private(disk).cast::<T::Private>();
-            if !p.is_null() {
-                drop(KBox::from_raw(p));
-            }
-        }
+        // SAFETY: `GenDisk::new` stored a pinned `KBox<MqPrivate<T>>` there (or it was
+        // taken back); this is the disk's end.
+        unsafe { drop_private::<T>(take_private(disk)) };
     }
 }
 
-/// A disk on a tag set; owned by its [`Disks`](super::Disks) list, which keeps the tag set alive.
+/// A disk on a tag set; listed in its [`Disks`](super::Disks), which removes it, and
+/// reference counted ([`DiskArc`]): a task that uses the disk without the list (a passthrough
+/// command waiting for its request) keeps the gendisk, its queue and data alive, never the
+/// list's lock. Upstream: `GenDisk`, which also holds its tag set.
 ///
 /// # Invariants
 ///
-/// `disk` came from `__blk_mq_alloc_disk` with `queuedata` pointing to `data`; `added` says
-/// whether `device_add_disk` succeeded, with `attrs` (if any) as the device's attribute
-/// groups. `drop` deletes (if added) and puts the disk before `data` and `attrs` are freed.
+/// `disk` came from `__blk_mq_alloc_disk` on `_set` with `queuedata` pointing to `data`;
+/// `added` says whether `device_add_disk` succeeded and `del_gendisk` has not been called,
+/// with `attrs` (if any) as the device's attribute groups. `drop` deletes (if added) and puts
+/// the disk before `data`, `attrs` and the reference to the tag set are dropped.
 pub(super) struct GenDisk<'a, T: Operations> {
     pub(super) disk: NonNull<bindings::gendisk>,
-    pub(super) added: bool,
+    added: AtomicBool,
     /// Marked dead (`blk_mark_disk_dead`).
-    pub(super) dead: bool,
+    dead: AtomicBool,
     /// Frozen by [`Disks::freeze_disks_non_owner`](super::Disks::freeze_disks_non_owner).
-    pub(super) held: bool,
+    held: AtomicBool,
     /// Only reached through the request queue's `queuedata`.
     pub(super) _data: Pin<KBox<T::DiskData<'a>>>,
     /// The sysfs attributes of [`Operations::DISK_ATTRS`]; only reached through the device.
     _attrs: Option<KBox<AttrGroup>>,
+    /// The disk's queue is on this set until `put_disk` frees it.
+    _set: Arc<TagSet<'a, T>>,
 }
 
-// SAFETY: the gendisk is a kernel object usable from any thread.
+// SAFETY: the gendisk is a kernel object usable from any thread; the flags are atomic.
 unsafe impl<T: Operations> Send for GenDisk<'_, T> {}
 // SAFETY: as above; `data` is `Sync`.
 unsafe impl<T: Operations> Sync for GenDisk<'_, T> {}
 
-/// A disk of a [`Disks`](super::Disks) list, borrowed from it. Upstream candidate.
+/// A counted reference to a disk of a [`Disks`](super::Disks) list, taken with
+/// [`Disks::get_disk`](super::Disks::get_disk) and used after the list's lock is dropped (C's
+/// `nvme_get_ns`). The disk may be removed meanwhile: its queue then fails new requests, and
+/// the gendisk is put when the last reference goes. Upstream candidate.
+pub(crate) struct DiskArc<'a, T: Operations>(pub(super) Arc<GenDisk<'a, T>>);
+
+impl<'a, T: Operations> DiskArc<'a, T> {
+    /// The disk, borrowed. Upstream candidate.
+    pub(crate) fn get(&self) -> DiskRef<'_, 'a, T> {
+        DiskRef { disk: &self.0 }
+    }
+}
+
+/// A disk of a [`Disks`](super::Disks) list, borrowed from the list or a [`DiskArc`]. Upstream
+/// candidate.
 pub(crate) struct DiskRef<'s, 'a, T: Operations> {
     pub(super) disk: &'s GenDisk<'a, T>,
 }
@@ -254,7 +323,7 @@ impl<'s, 'a, T: Operations> DiskRef<'s, 'a, T> {
     pub(crate) fn update(&self, update: impl FnOnce(&T::DiskData<'a>) -> (Limits, u64)) -> Result {
         let disk = self.disk.disk.as_ptr();
         let _noio = MemallocNoio::save();
-        // SAFETY: the disk is added and alive (`self` borrows it), so is its queue.
+        // SAFETY: the disk is alive (`self` borrows it), so is its queue.
         let q = unsafe { (*disk).queue };
         // SAFETY: `q` is live; unfrozen below on this task. Freezing nests.
         unsafe { bindings::blk_mq_freeze_queue_nomemsave(q) };
@@ -320,7 +389,11 @@ pub(crate) struct NewDisk<'n, 'a, T: Operations> {
 }
 
 impl<'a, T: Operations> GenDisk<'a, T> {
-    pub(super) fn new(set: &TagSet<'a, T>, new: NewDisk<'_, 'a, T>, fault: Result) -> Result<Self> {
+    pub(super) fn new(
+        set: &Arc<TagSet<'a, T>>,
+        new: NewDisk<'_, 'a, T>,
+        fault: Result,
+    ) -> Result<Self> {
         let NewDisk {
             limits,
             name,
@@ -332,13 +405,21 @@ impl<'a, T: Operations> GenDisk<'a, T> {
             private,
         } = new;
         let data = KBox::pin(data, GFP_KERNEL)?;
-        let private = KBox::new(private, GFP_KERNEL)?;
-        let mut attrs = attr_group::<MqAttrs<T>>()?;
-        let groups = attrs.as_mut().map_or(core::ptr::null_mut(), |a| a.groups());
-        let mut lim = limits.to_raw();
         let qd = core::ptr::from_ref::<T::DiskData<'a>>(&data)
             .cast_mut()
             .cast::<c_void>();
+        // INVARIANT: `data` points to the data `Self` holds; its drop revokes it.
+        let private = KBox::pin_init(
+            try_pin_init!(MqPrivate::<T> {
+                private,
+                srcu <- new_srcu!(),
+                data: Atomic::new(qd.cast::<()>()),
+            }),
+            GFP_KERNEL,
+        )?;
+        let mut attrs = attr_group::<MqAttrs<T>>()?;
+        let groups = attrs.as_mut().map_or(core::ptr::null_mut(), |a| a.groups());
+        let mut lim = limits.to_raw();
         // SAFETY: `set` is an allocated tag set; `lim` is a valid limits structure;
         // `qd` outlives the disk (invariant).
         let disk = kernel::error::from_err_ptr(unsafe {
@@ -349,20 +430,21 @@ impl<'a, T: Operations> GenDisk<'a, T> {
         let mut this = Self {
             // SAFETY: `from_err_ptr` returned a non-error pointer.
             disk: unsafe { NonNull::new_unchecked(disk) },
-            added: false,
-            dead: false,
-            held: false,
+            added: AtomicBool::new(false),
+            dead: AtomicBool::new(false),
+            held: AtomicBool::new(false),
             _data: data,
             _attrs: attrs,
+            _set: set.clone(),
         };
         // SAFETY: `disk` is allocated and not yet visible to anyone else; `FOPS` expects a
-        // `T::Private` (freed by `free_disk`, with the disk's last reference).
+        // pinned `MqPrivate<T>` (freed by `free_disk`, with the disk's last reference).
         unsafe {
             setup_disk(
                 disk,
                 name,
                 &DiskOps::<T>::FOPS,
-                || KBox::into_raw(private).cast(),
+                || KBox::into_raw(Pin::into_inner_unchecked(private)).cast(),
                 sectors,
                 read_only,
             )?;
@@ -391,42 +473,94 @@ impl<'a, T: Operations> GenDisk<'a, T> {
         if let Err(e) = added {
             // The block layer calls `free_disk` only for disks that were added: take the
             // private data back here, or it leaks with everything it holds.
-            // SAFETY: set above from `KBox::into_raw`; the disk was never added, so nobody
+            // SAFETY: set above from a pinned `KBox`; the disk was never added, so nobody
             // else saw the pointer, and it is cleared before `put_disk` (in `drop`) runs.
-            unsafe { drop(KBox::from_raw(take_private(disk).cast::<T::Private>())) };
+            unsafe { drop_private::<T>(take_private(disk)) };
             return Err(e);
         }
         // INVARIANT: `device_add_disk` succeeded.
-        this.added = true;
+        this.added = AtomicBool::new(true);
         Ok(this)
     }
 
     /// Removes the disk from the system: waits for open I/O to finish and fails new I/O.
-    pub(super) fn remove(&mut self) {
+    /// Called by the list's owner (under its lock), and by the last reference's drop.
+    pub(super) fn remove(&self) {
         self.unfreeze_non_owner();
-        if self.added {
-            self.added = false;
+        if self.added.swap(false, Ordering::AcqRel) {
             T::disk_removing(&self._data);
-            // SAFETY: the disk was added (invariant) and is deleted once.
+            // SAFETY: the disk was added (invariant) and is deleted once (the flag).
             unsafe { bindings::del_gendisk(self.disk.as_ptr()) };
         }
     }
 }
 
 impl<T: Operations> GenDisk<'_, T> {
-    pub(super) fn unfreeze_non_owner(&mut self) {
-        if self.held {
-            self.held = false;
-            // SAFETY: the disk is alive (invariant) and its queue was frozen by
-            // `freeze_disks_non_owner`, once.
+    /// Added and not yet removed.
+    pub(super) fn added(&self) -> bool {
+        self.added.load(Ordering::Acquire)
+    }
+
+    /// Frozen by [`Disks::freeze_disks_non_owner`](super::Disks::freeze_disks_non_owner).
+    pub(super) fn held(&self) -> bool {
+        self.held.load(Ordering::Acquire)
+    }
+
+    /// Freezes the queue until [`Self::unfreeze_non_owner`], once: false if already held.
+    pub(super) fn hold(&self) -> bool {
+        if self.held.swap(true, Ordering::AcqRel) {
+            return false;
+        }
+        // SAFETY: the disk is alive (invariant); unfrozen once, by `unfreeze_non_owner`
+        // (the flag).
+        unsafe { bindings::blk_freeze_queue_start_non_owner((*self.disk.as_ptr()).queue) };
+        true
+    }
+
+    pub(super) fn unfreeze_non_owner(&self) {
+        if self.held.swap(false, Ordering::AcqRel) {
+            // SAFETY: the disk is alive (invariant) and its queue was frozen by `hold`, once.
             unsafe { bindings::blk_mq_unfreeze_queue_non_owner((*self.disk.as_ptr()).queue) };
         }
+    }
+
+    /// Marks the disk dead (`blk_mark_disk_dead`), once: false if already marked.
+    pub(super) fn mark_dead(&self) -> bool {
+        if self.dead.swap(true, Ordering::AcqRel) {
+            return false;
+        }
+        // SAFETY: the disk is alive (invariant), and marked once (the flag). We are in
+        // process context and do not hold its `open_mutex`.
+        unsafe { bindings::blk_mark_disk_dead(self.disk.as_ptr()) };
+        true
+    }
+}
+
+/// Frees a disk's private data taken back by `take_private` (null: nothing).
+///
+/// # Safety
+///
+/// `p` is null or came from the pinned `KBox<MqPrivate<T>>` of [`GenDisk::new`], taken back
+/// once.
+unsafe fn drop_private<T: Operations>(p: *mut c_void) {
+    if !p.is_null() {
+        // SAFETY: see the function's safety section; no reference to it is left.
+        drop(unsafe { Pin::new_unchecked(KBox::from_raw(p.cast::<MqPrivate<T>>())) });
     }
 }
 
 impl<T: Operations> Drop for GenDisk<'_, T> {
     fn drop(&mut self) {
         self.remove();
+        // An open block device may still reach the disk's private data: close its door to
+        // `data` (freed with `self`) and wait for the readers.
+        // SAFETY: the disk is alive until `put_disk` below; its private data is ours unless
+        // taken back (a disk that was never added).
+        let p = unsafe { (*self.disk.as_ptr()).private_data };
+        if !p.is_null() {
+            // SAFETY: as above: a live `MqPrivate<T>`.
+            unsafe { MqPrivate::<T>::of(self.disk.as_ptr()) }.revoke();
+        }
         // SAFETY: allocated in `new`; our reference is dropped once. The request queue is
         // gone once this returns, so `data` is no longer referenced by it.
         unsafe { bindings::put_disk(self.disk.as_ptr()) };

@@ -215,7 +215,8 @@ pub(super) unsafe fn execute_private<T: Operations, R>(
 impl<'s, 'a, T: Operations> DiskRef<'s, 'a, T> {
     /// The disk's request queue.
     fn queue(&self) -> *mut bindings::request_queue {
-        // SAFETY: the disk is added and alive (`self` borrows it), so is its queue.
+        // SAFETY: the disk is alive (`self` borrows it from its list or a `DiskArc`), so is
+        // its queue; once the disk is removed, the queue fails new requests.
         unsafe { (*self.disk.disk.as_ptr()).queue }
     }
 

@@ -9,7 +9,7 @@
 //! never stands in the way of the recovery that ends that I/O.
 
 use super::{
-    gen_disk::{DiskRef, GenDisk, NewDisk},
+    gen_disk::{DiskArc, DiskRef, GenDisk, NewDisk},
     operations::OperationsVTable,
     request::Pdu,
     Operations, Request,
@@ -230,8 +230,9 @@ impl<T: Operations> Drop for TagSet<'_, T> {
 /// The disks on a [`TagSet`], which they keep alive. Upstream: the `GenDisk`s holding the
 /// tag set's `Arc`; here in one list, which the driver looks its namespaces up in.
 pub(crate) struct Disks<'a, T: Operations> {
-    /// Dropped (each disk deleted and put) before `set`.
-    disks: KVec<GenDisk<'a, T>>,
+    /// Each disk is removed (deleted) when taken out of the list; put with its last
+    /// reference.
+    disks: KVec<Arc<GenDisk<'a, T>>>,
     set: Arc<TagSet<'a, T>>,
 }
 
@@ -253,7 +254,7 @@ impl<'a, T: Operations> Disks<'a, T> {
     /// Removes every disk from the system (waiting for their I/O), keeping the tag set.
     /// Upstream candidate.
     pub(crate) fn remove_disks(&mut self) {
-        for d in self.disks.iter_mut() {
+        for d in self.disks.iter() {
             d.remove();
         }
         self.disks.clear();
@@ -267,9 +268,22 @@ impl<'a, T: Operations> Disks<'a, T> {
     /// part of an upstream version).
     pub(crate) fn add_disk(&mut self, disk: NewDisk<'_, 'a, T>, fault: Result) -> Result {
         self.disks.reserve(1, GFP_KERNEL)?;
-        let disk = GenDisk::new(&self.set, disk, fault)?;
+        let disk = Arc::new(GenDisk::new(&self.set, disk, fault)?, GFP_KERNEL)?;
         self.disks.push_within_capacity(disk).map_err(|_| ENOMEM)
     }
+
+    /// A counted reference to the first disk whose data satisfies `pred`, for use without
+    /// the list (and the lock the owner keeps it under). Upstream candidate.
+    pub(crate) fn get_disk(
+        &self,
+        pred: impl Fn(&T::DiskData<'a>) -> bool,
+    ) -> Option<DiskArc<'a, T>> {
+        self.disks
+            .iter()
+            .find(|d| d.added() && pred(&d._data))
+            .map(|d| DiskArc(d.clone()))
+    }
+
     /// The first disk whose data satisfies `pred`. Upstream candidate.
     pub(crate) fn find_disk(
         &self,
@@ -277,7 +291,7 @@ impl<'a, T: Operations> Disks<'a, T> {
     ) -> Option<DiskRef<'_, 'a, T>> {
         self.disks
             .iter()
-            .find(|d| d.added && pred(&d._data))
+            .find(|d| d.added() && pred(&d._data))
             .map(|disk| DiskRef { disk })
     }
 
@@ -286,7 +300,7 @@ impl<'a, T: Operations> Disks<'a, T> {
     /// meanwhile. Upstream candidate.
     pub(crate) fn freeze_disks(&self) -> Frozen<'_, 'a, T> {
         let noio = MemallocNoio::save();
-        let added = || self.disks.iter().filter(|d| d.added);
+        let added = || self.disks.iter().filter(|d| d.added());
         // Start every freeze first, so the queues drain in parallel.
         for d in added() {
             // SAFETY: the disk is added and alive (invariant); unfrozen by `Frozen::drop`
@@ -310,13 +324,11 @@ impl<'a, T: Operations> Disks<'a, T> {
     /// held stay held once; a disk removed meanwhile is unfrozen first. Upstream candidate.
     pub(crate) fn freeze_disks_non_owner(&mut self) {
         let _noio = MemallocNoio::save();
-        for d in self.disks.iter_mut().filter(|d| d.added && !d.held) {
-            d.held = true;
-            // SAFETY: the disk is added and alive (invariant); unfrozen once, by
-            // `unfreeze_disks_non_owner` or when removed.
-            unsafe { bindings::blk_freeze_queue_start_non_owner((*d.disk.as_ptr()).queue) };
+        for d in self.disks.iter().filter(|d| d.added()) {
+            // Unfrozen once, by `unfreeze_disks_non_owner` or when removed.
+            d.hold();
         }
-        for d in self.disks.iter().filter(|d| d.held) {
+        for d in self.disks.iter().filter(|d| d.held()) {
             // SAFETY: as above; the freeze was started.
             unsafe { bindings::blk_mq_freeze_queue_wait((*d.disk.as_ptr()).queue) };
         }
@@ -324,7 +336,7 @@ impl<'a, T: Operations> Disks<'a, T> {
 
     /// Ends what [`Self::freeze_disks_non_owner`] started. Upstream candidate.
     pub(crate) fn unfreeze_disks_non_owner(&mut self) {
-        for d in self.disks.iter_mut() {
+        for d in self.disks.iter() {
             d.unfreeze_non_owner();
         }
     }
@@ -333,20 +345,15 @@ impl<'a, T: Operations> Disks<'a, T> {
     /// once, and file systems on it are told the device is gone (shut down). The disks stay
     /// until removed. Returns how many were newly marked. Upstream candidate.
     pub(crate) fn mark_disks_dead(&mut self) -> usize {
-        let mut n = 0;
-        for d in self.disks.iter_mut().filter(|d| d.added && !d.dead) {
-            // SAFETY: the disk is added and alive (invariant), and marked once. We are in
-            // process context and do not hold its `open_mutex`.
-            unsafe { bindings::blk_mark_disk_dead(d.disk.as_ptr()) };
-            d.dead = true;
-            n += 1;
-        }
-        n
+        self.disks
+            .iter()
+            .filter(|d| d.added() && d.mark_dead())
+            .count()
     }
 
     /// Calls `f` for every disk. Upstream candidate.
     pub(crate) fn for_each_disk(&self, mut f: impl FnMut(DiskRef<'_, 'a, T>)) {
-        for disk in self.disks.iter().filter(|d| d.added) {
+        for disk in self.disks.iter().filter(|d| d.added()) {
             f(DiskRef { disk });
         }
     }
@@ -354,7 +361,13 @@ impl<'a, T: Operations> Disks<'a, T> {
     /// Removes (as [`Self::remove_disks`]) every disk whose data does not satisfy `keep`.
     /// Upstream candidate.
     pub(crate) fn retain_disks(&mut self, keep: impl Fn(&T::DiskData<'a>) -> bool) {
-        self.disks.retain(|d| keep(&d._data));
+        self.disks.retain(|d| {
+            let kept = keep(&d._data);
+            if !kept {
+                d.remove();
+            }
+            kept
+        });
     }
 }
 
@@ -367,7 +380,7 @@ pub(crate) struct Frozen<'s, 'a, T: Operations> {
 
 impl<T: Operations> Drop for Frozen<'_, '_, T> {
     fn drop(&mut self) {
-        for d in self.set.disks.iter().filter(|d| d.added) {
+        for d in self.set.disks.iter().filter(|d| d.added()) {
             // SAFETY: frozen by `freeze_disks` on this task (the guard is not `Send`).
             unsafe { bindings::blk_mq_unfreeze_queue_nomemrestore((*d.disk.as_ptr()).queue) };
         }

@@ -5,7 +5,7 @@
 //! zoned disks yet; C: the driver side of block/blk-zoned.c, as `drivers/nvme/host/zns.c`
 //! and null_blk use it).
 
-use super::{private, Operations, PrivateIo};
+use super::{gen_disk::MqPrivate, private, Operations, PrivateIo};
 use core::{
     ffi::{c_int, c_uint},
     marker::PhantomData,
@@ -115,12 +115,15 @@ impl<'s, T: Operations> ZonedDisk<'s, T> {
         unsafe { (*self.disk.as_ptr()).queue }
     }
 
-    /// The disk's data.
-    pub(crate) fn data(&self) -> &'s T::DiskData<'s> {
-        // `DiskData` is covariant (`Operations::shorten_disk`): the data, made for a lifetime
-        // that outlives the disk, is valid for `'s`.
-        // SAFETY: `queuedata` is `GenDisk::new`'s data, alive as long as the disk.
-        unsafe { &*(*self.queue()).queuedata.cast::<T::DiskData<'s>>() }
+    /// Calls `f` with the disk's data, or fails with `ENODEV` once the disk's owner dropped
+    /// it: a report runs on an open block device, which may outlive the disk's data (a
+    /// namespace detached meanwhile). `f` must not wait for I/O or user memory (a zone the
+    /// report hands to user space), as dropping the disk waits for it: take what the report
+    /// needs, then report.
+    pub(crate) fn with_data<R>(&self, f: impl FnOnce(&T::DiskData<'s>) -> R) -> Result<R> {
+        // SAFETY: the disk was made by `GenDisk::new` and is held by the block layer for
+        // this report, so its private data is there (type invariant).
+        unsafe { MqPrivate::<T>::of(self.disk.as_ptr()) }.with_data(f)
     }
 
     /// Capacity in sectors (`get_capacity`).

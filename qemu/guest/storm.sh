@@ -1,0 +1,136 @@
+# SPDX-License-Identifier: GPL-2.0
+# A concurrency storm on rnvme and, at the same time, on the C driver's identical
+# controller (each in an NVM subsystem of its own: multipath head disks): fio writes and
+# verifies namespaces 1 and 2 of each while, in loops, I/O and admin passthrough, hwmon
+# reads, rescans, controller resets and the attachment and detachment of namespace 3 run,
+# and now and then a function-level reset and a system sleep (pm_test "devices": every
+# device suspends and resumes). Then every loop must stop on its own, each controller be
+# live and serve I/O, fio have verified its data, and unbind be clean; the kernel log (hung
+# tasks, lockdep, KASAN, kmemleak on the debug kernel) must stay clean.
+# Environment: STORM_S (seconds of storm, default 20), ROUNDS (sleeps and FLRs each,
+# default 1).
+. /guest/lib.sh
+STORM_S=${STORM_S:-20}
+ROUNDS=${ROUNDS:-1}
+# A task blocked this long is reported (and fails the run): a storm hang shows in the log.
+echo 30 >/proc/sys/kernel/hung_task_timeout_secs 2>/dev/null
+
+assign_drivers rnvme nvme
+insmod /lib/c/nvme-core.ko && insmod /lib/c/nvme.ko
+check insmod insmod /lib/rnvme.ko
+for d in /dev/rnvme0n1 /dev/rnvme0n2 /dev/nvme0n1 /dev/nvme0n2; do
+	require_disk "disk_$(basename $d)" $d 60
+done
+udevadm settle -t 60 2>/dev/null
+echo 0 >/sys/module/suspend/parameters/pm_test_delay 2>/dev/null
+echo devices >/sys/power/pm_test 2>/dev/null
+STOP=/tmp/storm-stop
+rm -f $STOP
+
+# loop NAME CMD...: runs CMD until the storm stops, counting runs and failures (failures are
+# allowed: a command caught by a reset fails; a command that never returns is not).
+loop() {
+	local name=$1 n=0 bad=0
+	shift
+	while [ ! -e $STOP ]; do
+		"$@" >/dev/null 2>&1 || bad=$((bad + 1))
+		n=$((n + 1))
+	done
+	echo "$name: $n runs, $bad failed" >"/tmp/loop-$name"
+}
+
+pids=""
+for drv in rnvme nvme; do
+	pci=$(bound_to $drv | head -1)
+	hw=$(hwmon_of "$pci")
+	for ns in 1 2; do
+		fio --name="storm-$drv-$ns" --filename="/dev/${drv}0n$ns" --rw=randwrite --bs=4k \
+			--iodepth=16 --ioengine=io_uring --direct=1 --size=8M --time_based \
+			--runtime="$STORM_S" --verify=crc32c --verify_backlog=32 --randseed=$ns \
+			--output="/tmp/storm-$drv-$ns.log" &
+		pids="$pids $!"
+	done
+	loop "$drv-io-passthru" nvme io-passthru "/dev/${drv}0n1" --opcode=2 \
+		--namespace-id="$(cat /sys/block/${drv}0n1/nsid)" --data-len=4096 --read \
+		--cdw10=4096 --cdw12=7 &
+	pids="$pids $!"
+	loop "$drv-admin" nvme id-ctrl "/dev/${drv}0" &
+	pids="$pids $!"
+	loop "$drv-hwmon" cat "$hw/temp1_input" &
+	pids="$pids $!"
+	loop "$drv-rescan" nvme ns-rescan "/dev/${drv}0" &
+	pids="$pids $!"
+	loop "$drv-reset" sh -c "sleep 3; nvme reset /dev/${drv}0" &
+	pids="$pids $!"
+	# Namespace 3, in no fio's way, attached and detached (asynchronous events: its disk
+	# added and removed).
+	loop "$drv-attach" sh -c "nvme attach-ns /dev/${drv}0 -n 3 -c 0; sleep 1
+		nvme detach-ns /dev/${drv}0 -n 3 -c 0; sleep 1" &
+	pids="$pids $!"
+done
+
+# The occasional events, spread over the storm.
+t0=$(now_s)
+gap=$((STORM_S / (2 * ROUNDS + 1)))
+[ $gap -lt 1 ] && gap=1
+for r in $(seq $ROUNDS); do
+	sleep $gap
+	ev=""
+	for drv in rnvme nvme; do
+		echo 1 >"/sys/bus/pci/devices/$(bound_to $drv | head -1)/reset" &
+		ev="$ev $!"
+	done
+	for p in $ev; do wait $p; done
+	sleep $gap
+	if echo mem >/sys/power/state; then sleeps=$((${sleeps:-0} + 1)); else
+		echo "round $r: the system sleep failed"
+	fi
+done
+# The rest of the storm, then stop the loops.
+while awk -v a="$t0" -v b="$(now_s)" -v s="$STORM_S" 'BEGIN { exit !(b - a < s) }'; do
+	sleep 1
+done
+touch $STOP
+# Every loop and fio ends on its own: none is stuck behind another.
+stuck=""
+for p in $pids; do
+	wait_for 90 sh -c "! kill -0 $p 2>/dev/null" || stuck="$stuck $p"
+done
+if [ -z "$stuck" ]; then pass every_loop_ended; else
+	fail every_loop_ended "still running after 90 s:$stuck ($(ps | grep -E "^ *(${stuck# }) " | tr '\n' ' ' | tr -s ' ' | sed 's/ /|/g'))"
+fi
+cat /tmp/loop-* 2>/dev/null
+expect_eq system_slept "$ROUNDS" "${sleeps:-0}"
+echo none >/sys/power/pm_test 2>/dev/null
+
+for drv in rnvme nvme; do
+	for ns in 1 2; do
+		if why=$(fio_verified "/tmp/storm-$drv-$ns.log"); then pass "${drv}_n${ns}_verified"; else
+			fail "${drv}_n${ns}_verified" "$why"
+		fi
+	done
+done
+# Afterwards: each controller live, its disks serve I/O that verifies.
+if wait_for 60 grep -qx live /sys/class/misc/rnvme0/state; then pass rnvme_live; else
+	fail rnvme_live "state $(cat /sys/class/misc/rnvme0/state)"
+fi
+if wait_for 60 grep -qx live /sys/class/nvme/nvme0/state; then pass nvme_live; else
+	fail nvme_live "state $(cat /sys/class/nvme/nvme0/state)"
+fi
+for drv in rnvme nvme; do
+	if fio --name=after --filename="/dev/${drv}0n1" --rw=randwrite --bs=4k --iodepth=16 \
+		--ioengine=io_uring --direct=1 --size=4M --verify=crc32c --randseed=21 \
+		--output="/tmp/after-$drv.log" && why=$(fio_verified "/tmp/after-$drv.log"); then
+		pass "${drv}_io_after_storm"
+	else
+		fail "${drv}_io_after_storm" "$why"
+	fi
+done
+for drv in rnvme nvme; do
+	pci=$(bound_to $drv | head -1)
+	if echo "$pci" >"/sys/bus/pci/drivers/$drv/unbind"; then pass "${drv}_unbind"; else
+		fail "${drv}_unbind" "unbind failed"
+	fi
+done
+check rmmod rmmod rnvme
+finish
