@@ -148,6 +148,9 @@ def known_warnings(tmp):
         ("other_warning_fails",
          [warn.replace("blk_validate_limits", "blk_mq_unquiesce_tagset")] + trace + [end], 1),
         ("unended_known_warning_fails", [warn] + trace, 1),
+        ("report_inside_known_warning_fails",
+         [warn, trace[0], "[    1.40] BUG: KASAN: slab-use-after-free in foo+0x1/0x2",
+          trace[1], end], 1),
     ]
     out = []
     for name, lines, want in cases:

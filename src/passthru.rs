@@ -414,7 +414,7 @@ fn run_io(s: &Shared<'_>, nsid: u32, c: &PassthruCmd, data: PrivateData<'_>) -> 
     // A reference to the disk, not the list's lock, is held while the command waits: other
     // commands, scans and recovery go on meanwhile.
     let disk = s.get_disk(nsid).ok_or(EINVAL)?;
-    let (status, result) = disk.get().execute_private(
+    let (status, result) = disk.execute_private(
         PrivateIo {
             to_device: c.direction() == Direction::ToDevice,
             data,
@@ -520,10 +520,7 @@ pub(crate) fn ns_uring_cmd(
         };
         cmd.queue_with(|ctx| {
             // SAFETY: `ctx` is the command `queue_with` queued, handed over once.
-            unsafe {
-                disk.get()
-                    .submit_private_uring(ctx, io, |rq| rq.set_passthru(&command))
-            }
+            unsafe { disk.submit_private_uring(ctx, io, |rq| rq.set_passthru(&command)) }
         })
     })
     .unwrap_or(Err(ENODEV))

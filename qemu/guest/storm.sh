@@ -100,6 +100,14 @@ if [ -z "$stuck" ]; then pass every_loop_ended; else
 	fail every_loop_ended "still running after 90 s:$stuck ($(ps | grep -E "^ *(${stuck# }) " | tr '\n' ' ' | tr -s ' ' | sed 's/ /|/g'))"
 fi
 cat /tmp/loop-* 2>/dev/null
+# Each loop ran, and not every run failed (a command caught by a reset may fail; one that
+# can never work tests nothing).
+useless=$(awk '$2 == 0 || $2 == $4 { print $1 }' /tmp/loop-* 2>/dev/null | tr '\n' ' ')
+if [ "$(ls /tmp/loop-* 2>/dev/null | count)" = 12 ] && [ -z "$useless" ]; then
+	pass every_loop_worked
+else
+	fail every_loop_worked "loops that never ran or always failed: ${useless:-missing reports}"
+fi
 expect_eq system_slept "$ROUNDS" "${sleeps:-0}"
 echo none >/sys/power/pm_test 2>/dev/null
 

@@ -162,23 +162,28 @@ impl<T: Operations> MqPrivate<T> {
 
     /// Calls `f` with the disk's data, or fails with `ENODEV` once its `GenDisk` is
     /// dropped. `f` must not wait for I/O or user memory: dropping the disk waits for it.
-    pub(super) fn with_data<'s, R>(&self, f: impl FnOnce(&T::DiskData<'s>) -> R) -> Result<R> {
+    pub(super) fn with_data<R>(
+        &self,
+        f: impl for<'r> FnOnce(&'r T::DiskData<'r>) -> R,
+    ) -> Result<R> {
         let _guard = self.srcu.read_lock();
         let p = self.data.load(Acquire);
         if p.is_null() {
             return Err(ENODEV);
         }
         // `DiskData` is covariant (`Operations::shorten_disk`): data made for a lifetime
-        // that outlives the disk is valid for `'s`, within this section.
+        // that outlives the disk is valid for the (higher-ranked) lifetime `f` gets, which
+        // nothing `f` returns can name: no reference into the data leaves this section.
         // SAFETY: non-null, so the `GenDisk`'s data, which its drop frees only after this
         // read-side section ends (type invariant).
-        Ok(f(unsafe { &*p.cast::<T::DiskData<'s>>() }))
+        Ok(f(unsafe { &*p.cast::<T::DiskData<'_>>() }))
     }
 
-    /// Closes the door to the data and waits for every reader.
+    /// Closes the door to the data and waits for every reader (expedited: a disk's removal
+    /// waits for it, once per disk).
     fn revoke(&self) {
         self.data.store(core::ptr::null_mut(), Release);
-        self.srcu.synchronize();
+        self.srcu.synchronize_expedited();
     }
 }
 
@@ -278,10 +283,22 @@ pub(super) struct GenDisk<'a, T: Operations> {
     _set: Arc<TagSet<'a, T>>,
 }
 
-// SAFETY: the gendisk is a kernel object usable from any thread; the flags are atomic.
-unsafe impl<T: Operations> Send for GenDisk<'_, T> {}
-// SAFETY: as above; `data` is `Sync`.
-unsafe impl<T: Operations> Sync for GenDisk<'_, T> {}
+// SAFETY: the gendisk is a kernel object usable from any thread; the flags are atomic. The
+// last `DiskArc` may drop the data and the tag set's reference on another thread: both must
+// be `Send` as well as `Sync`.
+unsafe impl<T: Operations> Send for GenDisk<'_, T>
+where
+    for<'x> T::DiskData<'x>: Send + Sync,
+    T::SetData<'static>: Send + Sync,
+{
+}
+// SAFETY: as above: shared references only lend `data` (`Sync`) and the set's handle.
+unsafe impl<T: Operations> Sync for GenDisk<'_, T>
+where
+    for<'x> T::DiskData<'x>: Sync,
+    T::SetData<'static>: Sync,
+{
+}
 
 /// A counted reference to a disk of a [`Disks`](super::Disks) list, taken with
 /// [`Disks::get_disk`](super::Disks::get_disk) and used after the list's lock is dropped (C's
@@ -290,9 +307,35 @@ unsafe impl<T: Operations> Sync for GenDisk<'_, T> {}
 pub(crate) struct DiskArc<'a, T: Operations>(pub(super) Arc<GenDisk<'a, T>>);
 
 impl<'a, T: Operations> DiskArc<'a, T> {
-    /// The disk, borrowed. Upstream candidate.
-    pub(crate) fn get(&self) -> DiskRef<'_, 'a, T> {
+    /// The disk, borrowed for the driver-private requests it may still carry (a removed
+    /// disk's queue fails them); nothing that changes it, which is its list owner's.
+    fn get(&self) -> DiskRef<'_, 'a, T> {
         DiskRef { disk: &self.0 }
+    }
+
+    /// [`DiskRef::execute_private`]. Upstream candidate.
+    pub(crate) fn execute_private<R>(
+        &self,
+        io: super::PrivateIo<'_>,
+        prep: impl FnOnce(&T::Rq),
+        done: impl FnOnce(&T::Rq) -> R,
+    ) -> Result<R> {
+        self.get().execute_private(io, prep, done)
+    }
+
+    /// [`DiskRef::submit_private_uring`]. Upstream candidate.
+    ///
+    /// # Safety
+    ///
+    /// `ctx` is a command queued by `queue_with`, handed to this function once.
+    pub(crate) unsafe fn submit_private_uring(
+        &self,
+        ctx: *mut c_void,
+        io: super::PrivateIo<'_>,
+        prep: impl FnOnce(&T::Rq),
+    ) -> Result {
+        // SAFETY: the caller's guarantee, passed on.
+        unsafe { self.get().submit_private_uring(ctx, io, prep) }
     }
 }
 
@@ -561,8 +604,11 @@ impl<T: Operations> Drop for GenDisk<'_, T> {
             // SAFETY: as above: a live `MqPrivate<T>`.
             unsafe { MqPrivate::<T>::of(self.disk.as_ptr()) }.revoke();
         }
-        // SAFETY: allocated in `new`; our reference is dropped once. The request queue is
-        // gone once this returns, so `data` is no longer referenced by it.
+        // SAFETY: allocated in `new`; our reference is dropped once. The request queue may
+        // outlive this (an open block device holds the disk), its `queuedata` then pointing
+        // to freed `data`: nothing reads it any more, as `del_gendisk` (in `remove`) left
+        // the queue dying and exited, so no request reaches the driver through it, and the
+        // zone reports an open block device still makes go through the door closed above.
         unsafe { bindings::put_disk(self.disk.as_ptr()) };
     }
 }

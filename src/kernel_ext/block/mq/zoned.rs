@@ -120,7 +120,10 @@ impl<'s, T: Operations> ZonedDisk<'s, T> {
     /// namespace detached meanwhile). `f` must not wait for I/O or user memory (a zone the
     /// report hands to user space), as dropping the disk waits for it: take what the report
     /// needs, then report.
-    pub(crate) fn with_data<R>(&self, f: impl FnOnce(&T::DiskData<'s>) -> R) -> Result<R> {
+    pub(crate) fn with_data<R>(
+        &self,
+        f: impl for<'r> FnOnce(&'r T::DiskData<'r>) -> R,
+    ) -> Result<R> {
         // SAFETY: the disk was made by `GenDisk::new` and is held by the block layer for
         // this report, so its private data is there (type invariant).
         unsafe { MqPrivate::<T>::of(self.disk.as_ptr()) }.with_data(f)
