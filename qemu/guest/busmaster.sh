@@ -24,14 +24,7 @@ bme_loss() {
 	pci_command "$pci" $((cmd & ~4))
 	check "${drv}_reset_without_bus_master" nvme reset "$2"
 	expect_eq "${drv}_reset_restores_bus_master" 1 $((($(pci_command "$pci") >> 2) & 1))
-	local why
-	if fio --name=bme --filename="$3" --rw=randwrite --bs=4k --iodepth=16 \
-		--ioengine=io_uring --direct=1 --size=16M --verify=crc32c --randseed=11 \
-		--output="/tmp/fio-$drv.log" && why=$(fio_verified "/tmp/fio-$drv.log"); then
-		pass "${drv}_io_after_reset"
-	else
-		fail "${drv}_io_after_reset" "$why"
-	fi
+	fio_write_verify "${drv}_io_after_reset" "$3" 16M 11
 	pci_command "$pci" "$cmd"
 }
 
@@ -100,7 +93,7 @@ flr nvme /dev/nvme0n1
 # timeout only re-armed while the controller was resetting. QEMU's trace: the controller
 # enabled once (the reset). The same on the C driver's controller.
 hiccup() {
-	local drv=$1 disk=$2 state=$3 pci cmd hw pt hr rc took why
+	local drv=$1 disk=$2 state=$3 pci cmd hw pt hr rc took
 	pci=$(bound_to "$drv" | head -1)
 	cmd=$(pci_command "$pci")
 	hw=$(hwmon_of "$pci")
@@ -139,13 +132,7 @@ hiccup() {
 	if wait_for 30 grep -q live "$state"; then pass "${drv}_live_after_hiccup"
 	else fail "${drv}_live_after_hiccup" "state $(cat "$state")"; fi
 	expect_eq "${drv}_hwmon_after_hiccup" 49850 "$(cat "$hw/temp1_input" 2>&1)"
-	if fio --name=hiccup --filename="$disk" --rw=randwrite --bs=4k --iodepth=16 \
-		--ioengine=io_uring --direct=1 --size=4M --verify=crc32c --randseed=13 \
-		--output="/tmp/hiccup-$drv.log" && why=$(fio_verified "/tmp/hiccup-$drv.log"); then
-		pass "${drv}_io_after_hiccup"
-	else
-		fail "${drv}_io_after_hiccup" "$why"
-	fi
+	fio_write_verify "${drv}_io_after_hiccup" "$disk" 4M 13
 	trace_mark "${drv}_hiccup_end" "$disk"
 	trace_expect "${drv}_hiccup_resets_once" "${drv}_hiccup_begin" "${drv}_hiccup_end" eq 1 \
 		"pci_nvme_mmio_start_success"

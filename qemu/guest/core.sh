@@ -54,7 +54,7 @@ udevadm settle -t 120 2>/dev/null
 # the refused namespace has no disk and no generic device (GENERIC: the generic devices'
 # prefix; C numbers them as its disks); the others have disks, whose data verify.
 refused() {
-	local drv=$1 p=$2 why disk
+	local drv=$1 p=$2
 	expect_eq "${drv}_disks_beside_refused" "1 2 4" "$(nsids "$p")"
 	if [ ! -c "$p" ]; then
 		fail "${drv}_refused_namespace_absent" "no controller $p"
@@ -64,17 +64,7 @@ refused() {
 	else
 		expect_eq "${drv}_refused_namespace_absent" 3 "$(ls /dev | grep -c "^${3#/dev/}n")"
 	fi
-	disk=$(disk_of "$p" 1)
-	if ! disk_live "$disk"; then
-		# (fio would write a regular file in /dev and verify that.)
-		fail "${drv}_io_beside_refused" "no disk $disk"
-	elif fio --name=refused --filename="$disk" --rw=randwrite --bs=4k --iodepth=8 \
-		--ioengine=io_uring --direct=1 --size=4M --verify=crc32c --randseed=17 \
-		--output="/tmp/refused-$drv.log" && why=$(fio_verified "/tmp/refused-$drv.log"); then
-		pass "${drv}_io_beside_refused"
-	else
-		fail "${drv}_io_beside_refused" "$why"
-	fi
+	fio_write_verify "${drv}_io_beside_refused" "$(disk_of "$p" 1)" 4M 17 8
 }
 refused nvme /dev/nvme0 /dev/ng0
 refused rnvme /dev/rnvme0 /dev/rng0

@@ -299,6 +299,23 @@ stat_sum() {
 			END { if (n) print s + 0; else { print -1; print "stat_sum: no " k " in debugfs" >"/dev/stderr" } }'
 }
 
+# fio_write_verify NAME DISK SIZE SEED [DEPTH]: test NAME passes if fio writes SIZE of 4 KiB
+# random blocks to the block device DISK (DEPTH deep, default 16, direct, io_uring) and reads
+# them back verified (fio_verified). A DISK that is not a block device fails (fio would
+# write and verify a regular file in /dev).
+fio_write_verify() {
+	local why log="/tmp/fio-$1.log"
+	if [ ! -b "$2" ]; then
+		fail "$1" "no block device $2"
+	elif fio --name="$1" --filename="$2" --rw=randwrite --bs=4k --iodepth="${5:-16}" \
+		--ioengine=io_uring --direct=1 --size="$3" --verify=crc32c --randseed="$4" \
+		--output="$log" && why=$(fio_verified "$log"); then
+		pass "$1"
+	else
+		fail "$1" "$why"
+	fi
+}
+
 # fio_verified LOG: fio's output LOG (stderr included) shows a run that verified its data:
 # no error, no bad block, a verify phase that started (fio warns that a time-based write
 # job with --verify but no --verify_backlog never reads back) and read something back
