@@ -604,11 +604,11 @@ impl<T: Operations> Drop for GenDisk<'_, T> {
             // SAFETY: as above: a live `MqPrivate<T>`.
             unsafe { MqPrivate::<T>::of(self.disk.as_ptr()) }.revoke();
         }
-        // SAFETY: allocated in `new`; our reference is dropped once. The request queue may
-        // outlive this (an open block device holds the disk), its `queuedata` then pointing
-        // to freed `data`: nothing reads it any more, as `del_gendisk` (in `remove`) left
-        // the queue dying and exited, so no request reaches the driver through it, and the
-        // zone reports an open block device still makes go through the door closed above.
+        // The request queue may outlive this (an open block device holds the disk), its
+        // `queuedata` then pointing to freed `data`: nothing reads it any more, as
+        // `del_gendisk` (in `remove`) left the queue dying and exited, and the zone reports
+        // an open block device still makes go through the door closed above.
+        // SAFETY: allocated in `new`; our reference is dropped once.
         unsafe { bindings::put_disk(self.disk.as_ptr()) };
     }
 }
