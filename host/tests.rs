@@ -534,20 +534,6 @@ mod io_commands {
         assert!(Status::HOST_ABORTED_DNR.host_path_error());
         assert!(Status::HOST_PATH_ERROR.host_path_error());
     }
-
-    /// What a passthrough command reports as `EINTR` (C's cancelled requests): the host's
-    /// aborts only, with or without DNR and the phase or More bits; not its path errors,
-    /// not the Command Abort Requested status a device returns after an Abort.
-    #[test]
-    fn host_aborted_is_only_the_hosts_abort() {
-        assert!(Status::HOST_ABORTED.host_aborted());
-        assert!(Status::HOST_ABORTED_DNR.host_aborted());
-        assert!(Status(Status::HOST_ABORTED.0 | 1 << 13).host_aborted());
-        assert!(!Status::HOST_PATH_ERROR.host_aborted());
-        assert!(!Status(0x0007).host_aborted());
-        assert!(!Status(0x0071).host_aborted());
-        assert!(!Status(0x0000).host_aborted());
-    }
 }
 
 mod sgl {

@@ -57,9 +57,15 @@ pub(crate) struct IoSet<'b> {
     pub(crate) shadow: Option<Arc<ShadowDoorbells>>,
 }
 
+/// In [`RqState`]'s status word: the host took the command back (a reset, a dead
+/// controller) instead of the device completing it (C's `NVME_REQ_CANCELLED`). In the same
+/// word as the status, so the store that clears one at issue clears both.
+const CANCELLED: u32 = 1 << 16;
+
 /// Per-request driver state, in the request's private data.
 pub(crate) struct RqState {
     generation: AtomicU32,
+    /// The NVMe status (low 16 bits) and [`CANCELLED`].
     status: AtomicU32,
     result: AtomicU32,
     /// Completion dword 1: the upper half of a 64-bit result (Zone Append's LBA).
@@ -95,8 +101,21 @@ impl RqState {
         self.result_hi.store(result_hi, Relaxed);
     }
 
+    /// Records that the host took the command back with `status`, the device never having
+    /// completed it.
+    pub(crate) fn set_cancelled(&self, status: Status) {
+        self.status.store(u32::from(status.0) | CANCELLED, Relaxed);
+        self.result.store(0, Relaxed);
+        self.result_hi.store(0, Relaxed);
+    }
+
     pub(crate) fn status(&self) -> Status {
         Status(self.status.load(Relaxed) as u16)
+    }
+
+    /// Taken back by the host ([`Self::set_cancelled`]) since it was last issued.
+    pub(crate) fn cancelled(&self) -> bool {
+        self.status.load(Relaxed) & CANCELLED != 0
     }
 
     /// Completion dwords 0 and 1: the command's result (a 64-bit one for some).
@@ -104,8 +123,11 @@ impl RqState {
         u64::from(self.result_hi.load(Relaxed)) << 32 | u64::from(self.result.load(Relaxed))
     }
 
-    /// Sets the command a passthrough request carries (before it is issued).
+    /// Sets the command a passthrough request carries (before it is issued), and clears
+    /// what the tag's previous command left (as C's `nvme_clear_nvme_request`): a request
+    /// that fails before it reaches the device ends with no NVMe status and no result.
     pub(crate) fn set_passthru(&self, cmd: &Command) {
+        self.set_completion(Status(0), 0, 0);
         for (d, v) in self.passthru.iter().zip(cmd.dw) {
             d.store(v, Relaxed);
         }
@@ -280,7 +302,7 @@ impl Operations for NvmeBlk {
     fn private_outcome(rq: &RqState, ok: bool) -> (i32, u64) {
         let status = rq.status();
         let result = rq.result();
-        if status.host_aborted() {
+        if rq.cancelled() {
             // Taken back by a reset or a dead controller: `EINTR`, as C's cancelled
             // requests.
             (EINTR.to_errno(), 0)
@@ -310,7 +332,7 @@ impl Operations for NvmeBlk {
     }
 
     fn disk_attr_show(p: &DiskLink, index: usize, out: &mut SysfsBuf<'_>) -> core::fmt::Result {
-        p.ids.show_attr(p.nsid, index, out)
+        p.ids.show_attr(p.ns.nsid, index, out)
     }
 
     fn shorten_set<'s, 'l: 's>(d: &'s IoSet<'l>) -> &'s IoSet<'s> {

@@ -17,7 +17,7 @@ use crate::{
     fault::{Faults, FaultsRef},
     hw::{self, Enabled, Hw},
     hwmon::Sensors,
-    ioctl::{CtrlChar, CtrlLink},
+    ioctl::{CtrlChar, CtrlLink, NsKey},
     ioq::QueueIrq,
     kernel_ext::{
         block::mq::{DiskArc, Disks, TagSet},
@@ -461,29 +461,29 @@ impl<'b> Shared<'b> {
         ns::max_transfer(&self.id, self.hw.cap, self.hw.dma_opt)
     }
 
-    /// A counted reference to namespace `nsid`'s disk, if it has one (C's `nvme_find_get_ns`):
-    /// the disks' lock is held only to find it.
-    pub(crate) fn get_disk(&self, nsid: u32) -> Option<DiskArc<'b, NvmeBlk>> {
+    /// A counted reference to the disk of namespace `key`, if it has one (C's
+    /// `nvme_find_get_ns`): the disks' lock is held only to find it.
+    pub(crate) fn get_disk(&self, key: NsKey) -> Option<DiskArc<'b, NvmeBlk>> {
         let disks = self.disks.lock();
-        disks.as_ref()?.get_disk(|ns| ns.nsid() == nsid)
+        disks.as_ref()?.get_disk(|ns| key.matches(ns.key()))
     }
 
-    /// log2 of namespace `nsid`'s block size and its metadata format, if it has a disk.
-    pub(crate) fn ns_format(&self, nsid: u32) -> Option<(u32, Option<Metadata>)> {
+    /// log2 of namespace `key`'s block size and its metadata format, if it has a disk.
+    pub(crate) fn ns_format(&self, key: NsKey) -> Option<(u32, Option<Metadata>)> {
         let disks = self.disks.lock();
         let ts = disks.as_ref()?;
-        let d = ts.find_disk(|ns| ns.nsid() == nsid)?;
+        let d = ts.find_disk(|ns| key.matches(ns.key()))?;
         Some((d.data().lba_shift(), d.data().metadata().copied()))
     }
 
-    /// Metadata bytes per block of namespace `nsid`'s metadata buffers (0: none, or no
-    /// disk).
-    pub(crate) fn integrity_size(&self, nsid: u32) -> u8 {
+    /// Metadata bytes per block of namespace `key`'s metadata buffers (0: none), if it has
+    /// a disk.
+    pub(crate) fn integrity_size(&self, key: NsKey) -> Option<u8> {
         let disks = self.disks.lock();
         disks
             .as_ref()
-            .and_then(|ts| ts.find_disk(|ns| ns.nsid() == nsid))
-            .map_or(0, |d| d.data().integrity_size())
+            .and_then(|ts| ts.find_disk(|ns| key.matches(ns.key())))
+            .map(|d| d.data().integrity_size())
     }
 }
 

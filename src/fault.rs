@@ -14,6 +14,10 @@
 //! - `admin_timeout_delay_ms`: a driver admin command that timed out waits this long
 //!   before it moves the controller to resetting, which widens the window in which the
 //!   controller may be reset or declared dead meanwhile.
+//! - `restart_delay_ms`: the next restart of the controller (a reset's, a release's) waits
+//!   this long once the controller is enabled, before it makes the I/O queues again: the
+//!   admin queue works while every I/O queue is still stopped. One-shot: the file reads 0
+//!   once the restart waits.
 //!
 //! Only the test build has them (`--cfg rnvme_test_hooks`: `make test`, `make mutants`),
 //! as C gates its hooks behind `CONFIG_FAULT_INJECTION_DEBUG_FS`. The production build's
@@ -58,6 +62,8 @@ mod hooks {
         restarts: AtomicU32,
         /// Milliseconds an admin timeout waits before it changes the controller's state.
         admin_timeout_delay_ms: AtomicU32,
+        /// Milliseconds the next restart waits between the enable and its I/O queues.
+        restart_delay_ms: AtomicU32,
     }
 
     /// The faults' debugfs files.
@@ -68,6 +74,7 @@ mod hooks {
         LoseAbortCompletions,
         FailRestart,
         AdminTimeoutDelayMs,
+        RestartDelayMs,
     }
 
     impl Faults {
@@ -79,6 +86,7 @@ mod hooks {
                     lost_aborts: AtomicU32::new(0),
                     restarts: AtomicU32::new(0),
                     admin_timeout_delay_ms: AtomicU32::new(0),
+                    restart_delay_ms: AtomicU32::new(0),
                 },
                 GFP_KERNEL,
             )?)
@@ -111,6 +119,15 @@ mod hooks {
             sleep_ms(&self.admin_timeout_delay_ms);
         }
 
+        /// Sleeps for `restart_delay_ms`, if set, and clears it: a test reads 0 once the
+        /// restart is inside the window.
+        pub(crate) fn delay_restart(&self) {
+            let ms = self.restart_delay_ms.swap(0, Relaxed);
+            if ms != 0 {
+                fsleep(Delta::from_millis(i64::from(ms)));
+            }
+        }
+
         fn knob(&self, k: Knob) -> &AtomicU32 {
             match k {
                 Knob::FailDmaMap => &self.dma_map,
@@ -118,6 +135,7 @@ mod hooks {
                 Knob::LoseAbortCompletions => &self.lost_aborts,
                 Knob::FailRestart => &self.restarts,
                 Knob::AdminTimeoutDelayMs => &self.admin_timeout_delay_ms,
+                Knob::RestartDelayMs => &self.restart_delay_ms,
             }
         }
 
@@ -204,5 +222,8 @@ mod none {
 
         #[inline(always)]
         pub(crate) fn delay_admin_timeout(&self) {}
+
+        #[inline(always)]
+        pub(crate) fn delay_restart(&self) {}
     }
 }

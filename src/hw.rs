@@ -234,6 +234,27 @@ impl<'b> Hw<'b> {
         self.pdev.config_space().read16(PCI_COMMAND) & PCI_COMMAND_MEMORY != 0
     }
 
+    /// A controller that did not stop because its registers were out of reach (memory
+    /// decoding turned off: a stray config write, a PCI error) may be fine: turn decoding
+    /// back on, as C's reset does with `pci_enable_device_mem`, and stop it properly. It
+    /// lost bus mastering when it did not stop, so it wrote nothing meanwhile; the enable
+    /// that follows restores that. An error if decoding was on (the controller itself did
+    /// not stop) or it does not stop now.
+    pub(crate) fn stop_with_decode_restored(&self) -> Result {
+        let config = self.pdev.config_space();
+        let cmd = config.read16(PCI_COMMAND);
+        if cmd & PCI_COMMAND_MEMORY != 0 {
+            return Err(EIO);
+        }
+        config.write16(cmd | PCI_COMMAND_MEMORY, PCI_COMMAND);
+        dev_warn!(
+            self.dev(),
+            "rnvme{}: memory decoding was off: turned back on\n",
+            self.instance
+        );
+        self.disable()
+    }
+
     /// Whether the controller runs with every I/O command set it has enabled (CC.CSS =
     /// 110b), as C chooses whenever CAP.CSS offers it: namespaces then report their command
     /// set, and those of sets rnvme has no block device for are told apart (a zoned

@@ -36,10 +36,46 @@ use kernel::{
 /// from the bound device.
 pub(crate) type CtrlLink = Lease<ForLt!(Shared<'_>)>;
 
-/// A namespace disk's `private_data`: its controller and namespace id.
+/// Which namespace a handle means: its id and, for a handle of one disk (its block or
+/// generic device, [`NsKey::bound`]), that disk's serial, which no later disk of the same
+/// id has. As C binds such a handle to its own `nvme_ns`, a handle whose disk is gone finds
+/// nothing, rather than a namespace attached again under the same id.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) struct NsKey {
+    pub(crate) nsid: u32,
+    serial: Option<u64>,
+}
+
+impl NsKey {
+    /// Namespace `nsid`, whichever disk serves it now (a command on the controller's
+    /// device names its namespace; a head's command goes to its path's namespace).
+    pub(crate) fn any(nsid: u32) -> Self {
+        Self { nsid, serial: None }
+    }
+
+    /// The disk of namespace `nsid` with `serial` (`Namespace::key`), not a later one.
+    pub(crate) fn bound(nsid: u32, serial: u64) -> Self {
+        Self {
+            nsid,
+            serial: Some(serial),
+        }
+    }
+
+    /// Bound to one disk: when it is gone, the handle's commands fail with `ENODEV`.
+    pub(crate) fn is_bound(&self) -> bool {
+        self.serial.is_some()
+    }
+
+    /// Whether `disk`, a disk's own key, is the one this key means.
+    pub(crate) fn matches(&self, disk: NsKey) -> bool {
+        disk.nsid == self.nsid && (self.serial.is_none() || disk.serial == self.serial)
+    }
+}
+
+/// A namespace disk's `private_data`: its controller and namespace.
 pub(crate) struct DiskLink {
     pub(crate) ctrl: Arc<CtrlLink>,
-    pub(crate) nsid: u32,
+    pub(crate) ns: NsKey,
     /// The namespace's identifiers, for its sysfs attributes (which must not take the
     /// controller's locks: removing a disk under them waits for running readers).
     pub(crate) ids: DiskIds,
@@ -226,7 +262,7 @@ pub(crate) struct NsChar;
 /// namespace id (its requests go through the namespace's disk while it has one).
 pub(crate) struct NsLink {
     pub(crate) ctrl: Arc<CtrlLink>,
-    pub(crate) nsid: u32,
+    pub(crate) ns: NsKey,
 }
 
 impl CharDevOps for NsChar {
@@ -234,7 +270,7 @@ impl CharDevOps for NsChar {
     const ATTRS: &'static [&'static CStr] = &[];
 
     fn ioctl(link: &NsLink, cmd: u32, arg: usize, writable: bool) -> Result<isize> {
-        ns_ioctl(&link.ctrl, link.nsid, Caller::chardev(writable), cmd, arg)
+        ns_ioctl(&link.ctrl, link.ns, Caller::chardev(writable), cmd, arg)
     }
 
     fn show(_link: &NsLink, _index: usize, _out: &mut SysfsBuf<'_>) -> core::fmt::Result {
@@ -242,7 +278,7 @@ impl CharDevOps for NsChar {
     }
 
     fn uring_cmd(link: &NsLink, cmd: UringCmd, issue_flags: u32, writable: bool) -> Result<Queued> {
-        passthru::ns_uring_cmd(&link.ctrl, link.nsid, cmd, issue_flags, writable)
+        passthru::ns_uring_cmd(&link.ctrl, link.ns, cmd, issue_flags, writable)
     }
 
     const IOPOLL: bool = true;
@@ -264,22 +300,22 @@ pub(crate) fn disk_ioctl(
         writable,
         partition,
     };
-    ns_ioctl(&p.ctrl, p.nsid, caller, cmd, arg)
+    ns_ioctl(&p.ctrl, p.ns, caller, cmd, arg)
 }
 
-/// ioctls of namespace `nsid` (its block device or its generic device), as C's
+/// ioctls of namespace `ns` (its block device or its generic device), as C's
 /// `nvme_ns_ioctl` (and admin commands as the controller's device's).
-fn ns_ioctl(ctrl: &CtrlLink, nsid: u32, caller: Caller, cmd: u32, arg: usize) -> Result<isize> {
+fn ns_ioctl(ctrl: &CtrlLink, ns: NsKey, caller: Caller, cmd: u32, arg: usize) -> Result<isize> {
     use passthru::{admin_ioctl, io_ioctl};
     let (r32, r64) = (Layout::Result32, Layout::Result64);
     ctrl.with(|s| match cmd {
-        pt::NVME_IOCTL_ID => Ok(nsid as isize),
+        pt::NVME_IOCTL_ID => Ok(ns.nsid as isize),
         pt::NVME_IOCTL_ADMIN_CMD => admin_ioctl(s, arg, r32, caller),
         pt::NVME_IOCTL_ADMIN64_CMD => admin_ioctl(s, arg, r64, caller),
-        pt::NVME_IOCTL_IO_CMD => io_ioctl(s, Some(nsid), arg, r32, caller, false),
-        pt::NVME_IOCTL_IO64_CMD => io_ioctl(s, Some(nsid), arg, r64, caller, false),
-        pt::NVME_IOCTL_IO64_CMD_VEC => io_ioctl(s, Some(nsid), arg, r64, caller, true),
-        pt::NVME_IOCTL_SUBMIT_IO => passthru::submit_io(s, nsid, caller, arg),
+        pt::NVME_IOCTL_IO_CMD => io_ioctl(s, Some(ns), arg, r32, caller, false),
+        pt::NVME_IOCTL_IO64_CMD => io_ioctl(s, Some(ns), arg, r64, caller, false),
+        pt::NVME_IOCTL_IO64_CMD_VEC => io_ioctl(s, Some(ns), arg, r64, caller, true),
+        pt::NVME_IOCTL_SUBMIT_IO => passthru::submit_io(s, ns, caller, arg),
         _ => Err(ENOTTY),
     })
     .unwrap_or(Err(ENODEV))

@@ -3,7 +3,7 @@
 //! Namespaces: identify, decide whether we can expose them, and the disk's queue limits.
 
 use crate::{
-    ioctl::NsChar,
+    ioctl::{NsChar, NsKey},
     kernel_ext::{
         block::mq::{Integrity, Limits, ReqOp, ZonedLimits, MAX_SEGMENTS},
         chardev::CharDev,
@@ -59,12 +59,21 @@ pub(crate) enum Unservable {
     Metadata,
     /// Its logical block size is larger than the block layer takes.
     BlockTooLarge,
+    /// Its logical blocks (bytes) are larger than the controller's transfer limit (bytes):
+    /// no block could be read, and the block layer refuses such limits.
+    BlockExceedsTransfer(u32, u32),
     /// Its zones are larger than the block layer takes (4 billion sectors).
     ZoneTooLarge,
 }
 
 impl kernel::fmt::Display for Unservable {
     fn fmt(&self, f: &mut kernel::fmt::Formatter<'_>) -> kernel::fmt::Result {
+        if let Unservable::BlockExceedsTransfer(block, transfer) = self {
+            return write!(
+                f,
+                "its {block}-byte blocks exceed the controller's {transfer}-byte transfer limit"
+            );
+        }
         f.write_str(match self {
             Unservable::Metadata => {
                 if cfg!(CONFIG_BLK_DEV_INTEGRITY) {
@@ -81,6 +90,7 @@ impl kernel::fmt::Display for Unservable {
                 }
             }
             Unservable::ZoneTooLarge => "its zones are larger than the block layer takes",
+            Unservable::BlockExceedsTransfer(..) => "",
         })
     }
 }
@@ -91,12 +101,20 @@ pub(crate) fn metadata_mode(meta: &Metadata) -> Mode {
     meta.mode(cfg!(CONFIG_BLK_DEV_INTEGRITY))
 }
 
-/// Whether a namespace identified as `id` has a block size we can serve; says why not.
-/// (Its metadata is judged by [`metadata_mode`]: a namespace whose metadata cannot be
-/// served still has its generic device.)
-pub(crate) fn servable(id: &IdentifyNamespace) -> core::result::Result<(), Unservable> {
-    if id.block_size() as usize > MAX_BLOCK_SIZE {
+/// Whether a namespace identified as `id` has a block size we can serve on a controller
+/// moving at most `transfer` bytes per command; says why not. (Its metadata is judged by
+/// [`metadata_mode`]: a namespace whose metadata cannot be served still has its generic
+/// device.)
+pub(crate) fn servable(
+    id: &IdentifyNamespace,
+    transfer: u32,
+) -> core::result::Result<(), Unservable> {
+    let block = id.block_size();
+    if block as usize > MAX_BLOCK_SIZE {
         return Err(Unservable::BlockTooLarge);
+    }
+    if block > transfer {
+        return Err(Unservable::BlockExceedsTransfer(block, transfer));
     }
     Ok(())
 }
@@ -107,7 +125,12 @@ pub(crate) struct Serving {
     pub(crate) zoned: Option<Zoned>,
     pub(crate) meta: Metadata,
     pub(crate) hidden: bool,
+    /// The controller's transfer limit in bytes ([`max_transfer`]).
+    pub(crate) transfer: u32,
 }
+
+/// Serials of [`Namespace`]s ([`NsKey`]), one each: no two disks of a driver's life share one.
+static SERIALS: AtomicU64 = AtomicU64::new(0);
 
 /// One namespace exposed as a disk.
 ///
@@ -117,6 +140,8 @@ pub(crate) struct Serving {
 pub(crate) struct Namespace<'b> {
     pdev: &'b pci::Device<Bound>,
     nsid: u32,
+    /// This disk's serial ([`NsKey`]).
+    serial: u64,
     /// log2 of the logical block size.
     lba_shift: AtomicU32,
     /// Size in logical blocks.
@@ -165,8 +190,9 @@ impl<'b> Namespace<'b> {
             zoned,
             meta,
             hidden,
+            transfer,
         } = how;
-        servable(&id)?;
+        servable(&id, transfer)?;
         if let Some(z) = zoned {
             let sectors = z.info.zone_blocks.checked_shl(u32::from(id.lbaf.lbads) - 9);
             if sectors.is_none_or(|s| s > u64::from(u32::MAX)) {
@@ -176,6 +202,7 @@ impl<'b> Namespace<'b> {
         Ok(Self {
             pdev,
             nsid,
+            serial: SERIALS.fetch_add(1, Relaxed),
             lba_shift: AtomicU32::new(u32::from(id.lbaf.lbads)),
             nsze: AtomicU64::new(id.nsze),
             zeroes: AtomicBool::new(id.deallocate_reads_zeroes()),
@@ -311,6 +338,11 @@ impl<'b> Namespace<'b> {
 
     pub(crate) fn sgl(&self) -> bool {
         self.sgl
+    }
+
+    /// What a handle of this disk names it by ([`NsKey`]).
+    pub(crate) fn key(&self) -> NsKey {
+        NsKey::bound(self.nsid, self.serial)
     }
 
     pub(crate) fn nsid(&self) -> u32 {

@@ -18,7 +18,7 @@
 use crate::{
     admin::CmdError,
     ctrl::Shared,
-    ioctl::CtrlLink,
+    ioctl::{CtrlLink, NsKey},
     kernel_ext::{
         block::mq::{PrivateData, PrivateIo},
         chardev::capable_sys_admin,
@@ -81,22 +81,22 @@ pub(crate) fn require_admin() -> Result {
     }
 }
 
-/// Checks a command as C does, in its order: flags, namespace (`want_nsid`: the one the
+/// Checks a command as C does, in its order: flags, namespace (`want_ns`: the one the
 /// device is for), who may send it, then what the driver can carry out (`limit`: the most
 /// bytes, or iovecs for a vector).
 fn admit(
     s: &Shared<'_>,
     c: &PassthruCmd,
-    want_nsid: Option<u32>,
+    want_ns: Option<NsKey>,
     caller: Caller,
     limit: u32,
 ) -> Result {
     if c.flags != 0 {
         return Err(EINVAL);
     }
-    let target = match want_nsid {
-        Some(nsid) => {
-            if c.nsid != nsid {
+    let target = match want_ns {
+        Some(ns) => {
+            if c.nsid != ns.nsid {
                 return Err(EINVAL);
             }
             Target::Namespace {
@@ -107,9 +107,14 @@ fn admit(
         None => Target::Controller,
     };
     check(access(c.opcode, c.cdw10_15[0], target, caller.writable))?;
-    // Metadata buffers only for a namespace that has them (looked up only when given).
-    let ms = match want_nsid {
-        Some(nsid) if c.metadata_buffer().is_some() => s.integrity_size(nsid),
+    // Metadata buffers only for a namespace that has them (looked up only when given). A
+    // device's own namespace that is gone fails as its command would (`run_io`).
+    let ms = match want_ns {
+        Some(ns) if c.metadata_buffer().is_some() => match s.integrity_size(ns) {
+            Some(ms) => ms,
+            None if ns.is_bound() => return Err(ENODEV),
+            None => 0,
+        },
         _ => 0,
     };
     c.validate(limit, ms).map_err(|e| {
@@ -346,21 +351,21 @@ fn list_put(list: &Coherent<[u64]>, i: usize, addr: u64) -> Result {
 }
 
 /// `NVME_IOCTL_IO_CMD` / `IO64_CMD` / `IO64_CMD_VEC` (`vec`): on the namespace of the
-/// device (`nsid`), or on the one the command names (`/dev/rnvme<N>`).
+/// device (`ns`), or on the one the command names (`/dev/rnvme<N>`).
 pub(crate) fn io_ioctl(
     s: &Shared<'_>,
-    nsid: Option<u32>,
+    ns: Option<NsKey>,
     arg: usize,
     layout: Layout,
     caller: Caller,
     vec: bool,
 ) -> Result<isize> {
     let c = read_cmd(arg, layout)?;
-    let nsid = nsid.unwrap_or(c.nsid);
+    let ns = ns.unwrap_or(NsKey::any(c.nsid));
     // Checked before the block layer pins or bounces the user's buffer.
-    admit(s, &c, Some(nsid), caller, io_limit(s, vec))?;
+    admit(s, &c, Some(ns), caller, io_limit(s, vec))?;
     let data = user_data(&c, vec);
-    let (status, result) = run_io(s, nsid, &c, data)?;
+    let (status, result) = run_io(s, ns, &c, data)?;
     write_result(arg, layout, result)?;
     Ok(status as isize)
 }
@@ -390,31 +395,35 @@ fn user_metadata(c: &PassthruCmd) -> Option<(usize, u32)> {
 }
 
 /// `NVME_IOCTL_SUBMIT_IO`: a read or write of the disk's namespace.
-pub(crate) fn submit_io(s: &Shared<'_>, nsid: u32, caller: Caller, arg: usize) -> Result<isize> {
+pub(crate) fn submit_io(s: &Shared<'_>, ns: NsKey, caller: Caller, arg: usize) -> Result<isize> {
     let mut raw = [0u8; pt::USER_IO_SIZE];
     UserSlice::new(UserPtr::from_addr(arg), raw.len())
         .reader()
         .read_slice(&mut raw)?;
     let io = UserIo::parse(&raw).ok_or(EINVAL)?;
-    let (lba_shift, meta) = s.ns_format(nsid).ok_or(ENODEV)?;
+    let (lba_shift, meta) = s.ns_format(ns).ok_or(ENODEV)?;
     let meta = meta.map_or(UserIoMeta::default(), |m| UserIoMeta {
         ms: m.ms,
         pi_only: m.has_pi(),
         extended: m.extended,
     });
-    let c = io.to_passthru(nsid, lba_shift, meta).map_err(|_| EINVAL)?;
-    admit(s, &c, Some(nsid), caller, s.max_data())?;
-    run_io(s, nsid, &c, user_data(&c, false)).map(|(status, _)| status as isize)
+    let c = io
+        .to_passthru(ns.nsid, lba_shift, meta)
+        .map_err(|_| EINVAL)?;
+    admit(s, &c, Some(ns), caller, s.max_data())?;
+    run_io(s, ns, &c, user_data(&c, false)).map(|(status, _)| status as isize)
 }
 
-/// Runs an I/O command on namespace `nsid`'s queues; returns (status, result).
-fn run_io(s: &Shared<'_>, nsid: u32, c: &PassthruCmd, data: PrivateData<'_>) -> Result<(i32, u64)> {
+/// Runs an I/O command on namespace `ns`'s queues; returns (status, result).
+fn run_io(s: &Shared<'_>, ns: NsKey, c: &PassthruCmd, data: PrivateData<'_>) -> Result<(i32, u64)> {
     let mut cmd = c.command();
-    cmd.dw[1] = nsid;
+    cmd.dw[1] = ns.nsid;
     // A reference to the disk, not the list's lock, is held while the command waits: other
-    // commands, scans and recovery go on meanwhile.
-    let disk = s.get_disk(nsid).ok_or(EINVAL)?;
-    let (status, result) = disk.execute_private(
+    // commands, scans and recovery go on meanwhile. A device's own namespace that is gone
+    // is ENODEV (C: its queue is dying); one the command names that has no disk, EINVAL.
+    let gone = if ns.is_bound() { ENODEV } else { EINVAL };
+    let disk = s.get_disk(ns).ok_or(gone)?;
+    let (status, result, cancelled) = disk.execute_private(
         PrivateIo {
             to_device: c.direction() == Direction::ToDevice,
             data,
@@ -424,9 +433,9 @@ fn run_io(s: &Shared<'_>, nsid: u32, c: &PassthruCmd, data: PrivateData<'_>) -> 
             metadata: user_metadata(c),
         },
         |rq| rq.set_passthru(&cmd),
-        |rq| (rq.status(), rq.result()),
+        |rq| (rq.status(), rq.result(), rq.cancelled()),
     )?;
-    if status.host_aborted() {
+    if cancelled {
         // Taken back by a reset or a dead controller (C: `NVME_REQ_CANCELLED`).
         return Err(EINTR);
     }
@@ -475,14 +484,14 @@ fn import_fixed(
     Ok(Some(buf))
 }
 
-/// io_uring passthrough of an I/O command on namespace `nsid` (`NVME_URING_CMD_IO`, and
+/// io_uring passthrough of an I/O command on namespace `ns` (`NVME_URING_CMD_IO`, and
 /// `_IO_VEC` with a vector of buffers), as C's `nvme_uring_cmd_io`: the command comes from
 /// the 128-byte SQE, runs on the namespace's queues (a polled one on a polled ring) without
 /// the submitter waiting, and completes with its NVMe status (or a negative errno) and its
 /// result in a 32-byte CQE.
 pub(crate) fn ns_uring_cmd(
     ctrl: &CtrlLink,
-    nsid: u32,
+    ns: NsKey,
     cmd: UringCmd,
     issue_flags: u32,
     writable: bool,
@@ -495,13 +504,7 @@ pub(crate) fn ns_uring_cmd(
         pt::NVME_URING_CMD_IO_VEC,
     )?;
     ctrl.with(|s| {
-        admit(
-            s,
-            &c,
-            Some(nsid),
-            Caller::chardev(writable),
-            io_limit(s, vec),
-        )?;
+        admit(s, &c, Some(ns), Caller::chardev(writable), io_limit(s, vec))?;
         let to_device = c.direction() == Direction::ToDevice;
         let mut fixed = import_fixed(&cmd, &c, vec, to_device, issue_flags)?;
         let data = match &mut fixed {
@@ -509,7 +512,7 @@ pub(crate) fn ns_uring_cmd(
             None => user_data(&c, vec),
         };
         let command = c.command();
-        let disk = s.get_disk(nsid).ok_or(ENODEV)?;
+        let disk = s.get_disk(ns).ok_or(ENODEV)?;
         let io = PrivateIo {
             to_device,
             data,

@@ -24,7 +24,7 @@ use crate::{
     ioq::IoQueue,
     kernel_ext::{
         block::mq::{Request, TagSetRef, Timeout},
-        pci_set_master,
+        pci_clear_master, pci_set_master,
     },
     params,
     spec::{
@@ -145,7 +145,7 @@ fn cancel_in_flight(set: &TagSetRef<'_, NvmeBlk>, status: Status) {
     set.for_each_in_flight(&mut |rq| {
         // Unless an interrupt handler (or a poller) got its completion entry first.
         if let Some(rq) = rq.try_claim() {
-            rq.data().set_completion(status, 0, 0);
+            rq.data().set_cancelled(status);
             rq.complete();
         }
     });
@@ -205,10 +205,9 @@ pub(crate) enum Halt {
     Untouched,
 }
 
-/// Quiesces the queues and stops the controller as `halt` says (one that does not stop
-/// loses bus mastering: `Hw::disable`), delivers what it completed before it stopped and
-/// takes every other command back with "aborted by host" (retried). Returns whether it
-/// stopped.
+/// Quiesces the queues and stops the controller as `halt` says, turns its bus mastering
+/// off, delivers what it completed before it stopped and takes every other command back
+/// with "aborted by host" (retried). Returns whether it stopped.
 fn stop(set: &TagSetRef<'_, NvmeBlk>, halt: Halt) -> Result {
     let io = set.data();
     let hw = &io.hw;
@@ -221,6 +220,10 @@ fn stop(set: &TagSetRef<'_, NvmeBlk>, halt: Halt) -> Result {
         }
         Halt::Untouched => Ok(()),
     };
+    // Registers out of reach may read as a stopped controller: whatever it looked like, it
+    // must not write into the memory of the commands given back below (C's
+    // `nvme_dev_disable` disables the PCI device). The enable that follows turns it on.
+    pci_clear_master(hw.pdev);
     // What completed before the controller stopped is good: deliver it.
     for q in io.queues.iter() {
         q.process();
@@ -236,6 +239,7 @@ fn stop(set: &TagSetRef<'_, NvmeBlk>, halt: Halt) -> Result {
 fn bring_back(set: &TagSetRef<'_, NvmeBlk>, stopped: Result, what: &str) -> Result {
     let io = set.data();
     let hw = &io.hw;
+    let stopped = stopped.or_else(|e| hw.stop_with_decode_restored().map_err(|_| e));
     match stopped.and_then(|()| restart(io)) {
         Ok(()) => {
             hw.set_state(State::Live);
@@ -315,6 +319,9 @@ fn restart(io: &IoSet<'_>) -> Result {
     }
     let nr = io.queues.len() as u16;
     enable_again(hw, nr)?;
+    if let Some(q) = io.queues.iter().next() {
+        q.faults.delay_restart();
+    }
     for q in io.queues.iter() {
         hw.create_io_queue(q)?;
     }
@@ -337,6 +344,10 @@ fn mark_dead(set: &TagSetRef<'_, NvmeBlk>, hw: &Hw<'_>) {
         q.set_dead();
     }
     let _ = hw.disable();
+    // Whether or not it looked stopped (registers out of reach read as a stopped
+    // controller), a dead controller must not write into memory given back from here on:
+    // bus mastering off, as C's `pci_disable_device`.
+    pci_clear_master(hw.pdev);
     hw.admin.cancel();
     cancel_in_flight(set, Status::HOST_ABORTED_DNR);
     set.unquiesce();
@@ -361,6 +372,8 @@ pub(crate) fn shut_down(set: &TagSetRef<'_, NvmeBlk>) {
         set.quiesce();
     }
     hw.shutdown();
+    // As in `stop`: nothing written into memory given back.
+    pci_clear_master(hw.pdev);
     // What completed before the controller stopped is good: deliver it.
     for q in io.queues.iter() {
         q.process();

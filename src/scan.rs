@@ -201,6 +201,7 @@ impl<'b> Shared<'b> {
                 zoned,
                 meta,
                 hidden,
+                transfer: self.max_data(),
             };
             let new = Namespace::new(self.hw.pdev, id, nsid, nid, quirks, how);
             let mut ns = match new {
@@ -215,23 +216,12 @@ impl<'b> Shared<'b> {
             };
             let (cap, dma) = (self.hw.cap, self.hw.dma_opt);
             let limits = ns.limits(id, self.nvm.as_ref(), cap, dma, PAGE_SHIFT as u32);
-            // A block larger than one transfer cannot be read at all: the block layer
-            // would refuse the disk (with a warning); this namespace alone is skipped.
-            if u64::from(limits.logical_block_size) > u64::from(limits.max_hw_sectors) << 9 {
-                dev_warn!(
-                    self.hw.pdev.as_ref(),
-                    "rnvme{inst}: namespace {nsid} skipped: its {}-byte blocks exceed the controller's {}-byte transfer limit\n",
-                    limits.logical_block_size,
-                    u64::from(limits.max_hw_sectors) << 9
-                );
-                continue;
-            }
             // The generic device goes with the namespace's disk (dropped with it); a
             // namespace without one still gets its disk.
             let link = Arc::new(
                 NsLink {
                     ctrl: self.link.clone(),
-                    nsid,
+                    ns: ns.key(),
                 },
                 GFP_KERNEL,
             )?;
@@ -267,7 +257,7 @@ impl<'b> Shared<'b> {
             }
             let private = DiskLink {
                 ctrl: self.link.clone(),
-                nsid,
+                ns: ns.key(),
                 ids: disk_ids,
             };
             let sub = subsys.map(|m| m.instance);
@@ -478,7 +468,10 @@ impl<'b> Shared<'b> {
         if ns.same_format(&nid) {
             return true;
         }
-        if let Err(why) = servable(&nid) {
+        // A format the disk cannot take (blocks larger than the block layer takes, or than
+        // one transfer) removes it before its limits are changed: the block layer would
+        // refuse them, with a warning.
+        if let Err(why) = servable(&nid, self.max_data()) {
             dev_warn!(
                 self.hw.dev(),
                 "rnvme{inst}n{nsid}: reformatted: {why}: removing its disk\n"
@@ -532,6 +525,20 @@ impl<'b> Shared<'b> {
         let fx = effects::admin_effects(self.effects.as_deref(), opcode);
         let r = if effects::needs_freeze(fx) {
             let disks = self.disks.lock();
+            // The subsystem's heads first, then this controller's disks (unfrozen in the
+            // other order), as C's `nvme_passthru_start`.
+            let _heads = self.subsys.as_ref().and_then(|m| {
+                m.freeze_heads()
+                    .inspect_err(|e| {
+                        dev_warn!(
+                            self.hw.dev(),
+                            "rnvme{}: head disks not frozen for admin command {opcode:#04x} ({})\n",
+                            self.hw.instance,
+                            e.to_errno()
+                        )
+                    })
+                    .ok()
+            });
             match disks.as_ref() {
                 Some(ts) => {
                     let _frozen = ts.freeze_disks();

@@ -166,6 +166,7 @@ impl DebugDir {
             (c"lose_abort_completions", Knob::LoseAbortCompletions),
             (c"fail_restart", Knob::FailRestart),
             (c"admin_timeout_delay_ms", Knob::AdminTimeoutDelayMs),
+            (c"restart_delay_ms", Knob::RestartDelayMs),
         ];
         for (name, knob) in knobs {
             let file = self.dir.read_write_callback_file(

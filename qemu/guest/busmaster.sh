@@ -139,6 +139,31 @@ hiccup() {
 }
 hiccup rnvme /dev/rnvme0n1 /sys/class/misc/rnvme0/state
 hiccup nvme /dev/nvme0n1 /sys/class/nvme/nvme0/state
+
+# --- memory decoding off at a reset ----------------------------------------------------
+# Memory Space Enable cleared and left so, then a controller reset from user space
+# (`nvme reset`): the reset turns memory decoding back on, as C's does in every reset
+# (pci_enable_device_mem), stops the controller it could not reach and brings it back:
+# live, Memory Space Enable set, data verified, one enable in QEMU's trace. rnvme used to
+# find the registers out of reach and declare the controller dead (fio EIO).
+decode_off_reset() {
+	local drv=$1 ctrl=$2 disk=$3 state=$4 pci cmd
+	pci=$(bound_to "$drv" | head -1)
+	cmd=$(pci_command "$pci")
+	trace_mark "${drv}_decode_off_begin" "$disk"
+	pci_command "$pci" $((cmd & ~2))
+	check "${drv}_reset_with_decode_off" nvme reset "$ctrl"
+	if wait_for 30 grep -q live "$state"; then pass "${drv}_live_after_decode_off_reset"
+	else fail "${drv}_live_after_decode_off_reset" "state $(cat "$state")"; fi
+	expect_eq "${drv}_memory_decode_restored" 2 $(($(pci_command "$pci") & 2))
+	fio_write_verify "${drv}_io_after_decode_off_reset" "$disk" 4M 15
+	trace_mark "${drv}_decode_off_end" "$disk"
+	trace_expect "${drv}_decode_off_reset_enables_once" "${drv}_decode_off_begin" \
+		"${drv}_decode_off_end" eq 1 "pci_nvme_mmio_start_success"
+	pci_command "$pci" "$cmd"
+}
+decode_off_reset rnvme /dev/rnvme0 /dev/rnvme0n1 /sys/class/misc/rnvme0/state
+decode_off_reset nvme /dev/nvme0 /dev/nvme0n1 /sys/class/nvme/nvme0/state
 image_write host_image /dev/rnvme0n1 0 1
 check rmmod rmmod rnvme
 finish

@@ -78,6 +78,44 @@ fi
 check rnvme_rescan_beside_refused nvme ns-rescan /dev/rnvme0
 expect_eq rnvme_disks_after_rescan "1 2 4" "$(nsids /dev/rnvme0)"
 
+# reformat DRIVER CHARDEV: namespace 3 formatted to 512-byte blocks gets a disk, whose data
+# verify; then formatted back to its 16 KiB blocks, larger than a transfer. The block
+# layer's one-time warnings are re-armed first, and WARNED counts the block layer's
+# warnings about refused limits that follow.
+warnings() { dmesg | grep -c 'WARNING:.*blk_validate_limits'; }
+reformat() {
+	local drv=$1 p=$2 l before
+	l=$(nvme id-ns "$p" -n 3 | sed -n 's/^lbaf *\([0-9]*\) *:.*lbads:14 .*/\1/p' | head -1)
+	if [ -z "$l" ]; then
+		fail "${drv}_reformat_to_512" "no 16 KiB LBA format: $(nvme id-ns "$p" -n 3 | grep -c lbaf)"
+		return
+	fi
+	check "${drv}_reformat_to_512" nvme format "$p" -n 3 -l 0 -f
+	check "${drv}_reformatted_namespace_served" wait_for 30 ns_live "$p" 3
+	fio_write_verify "${drv}_reformatted_namespace_verifies" "$(disk_of "$p" 3)" 1M 19 4
+	echo 1 >/sys/kernel/debug/clear_warn_once
+	before=$(warnings)
+	check "${drv}_reformat_to_16k" nvme format "$p" -n 3 -l "$l" -f
+	# (C's warning comes from the revalidation the format's effects start.)
+	[ "$drv" = nvme ] && wait_for 10 sh -c "[ \$(dmesg | grep -c 'WARNING:.*blk_validate_limits') -gt $before ]"
+	WARNED=$(($(warnings) - before))
+}
+# rnvme removes the disk it can no longer serve, with a message, and offers the block layer
+# no limits it refuses: no warning, where C's revalidation makes one (the control: the
+# count sees a warning when there is one). C keeps its disk with the old limits.
+reformat rnvme /dev/rnvme0
+check rnvme_reformatted_beyond_transfer_removed wait_for 30 sh -c \
+	"! cat /sys/block/rnvme0n*/nsid | grep -qx 3"
+expect_eq rnvme_disks_after_reformat "1 2 4" "$(nsids /dev/rnvme0)"
+expect_eq rnvme_reformat_no_block_layer_warning 0 "$WARNED"
+if dmesg | grep -q "rnvme0n3: reformatted: its 16384-byte blocks exceed the controller's 8192-byte transfer limit: removing its disk"; then
+	pass rnvme_reformat_beyond_transfer_logged
+else
+	fail rnvme_reformat_beyond_transfer_logged "$(dmesg | grep 'rnvme0n3' | tail -2 | tr '\n' ' ')"
+fi
+reformat nvme /dev/nvme0
+expect_eq c_reformat_block_layer_warning 1 "$WARNED"
+
 # --- nothing waits behind a slow command -------------------------------------------------
 # in_flight DISK [OP]: blk-mq shows a request of DISK's queues (of operation OP, default
 # any) issued to the driver and not ended (the block layer's view, not the driver's).

@@ -1,9 +1,12 @@
 # SPDX-License-Identifier: GPL-2.0
-# A controller that stops answering while fio runs on it: the guest clears Memory Space
-# Enable in the controller's PCI command register, so its registers and doorbells vanish
-# from the bus (reads give all ones or zeroes, writes are dropped). Every outstanding and
-# later I/O must fail with an error within seconds, nothing may hang, the device must unbind
-# cleanly, and once the command register is restored a new bind must bring it back.
+# A controller that stops answering while fio runs on it: the guest moves its BAR 0 far
+# above every PCI window (the upper address dword, behind the PCI core's back), so its
+# registers and doorbells vanish from where the driver maps them (reads give all ones or
+# zeroes, writes are dropped) and no reset brings them back (neither C's nor rnvme's
+# touches a BAR; both turn Memory Space Enable back on, which a briefer hiccup below
+# clears). Every outstanding and later I/O must fail with an error within seconds, nothing
+# may hang, the device must unbind cleanly, and once the BAR is back a new bind must bring
+# it back.
 # Namespace 2 holds a mounted, idle ext4: once the controller is dead its disks are marked
 # dead as the C driver does (capacity 0, the file system shut down), not left full-size.
 . /guest/lib.sh
@@ -71,7 +74,8 @@ sleep 3
 kill -0 $fio_pid 2>/dev/null && pass fio_running || fail fio_running "fio ended early: $(tail -3 /tmp/fio.out)"
 
 start=$(date +%s)
-pci_command $pci $((cmd & ~2))
+bar=$(pci_bar0_high $pci)
+pci_bar0_high $pci $((bar + 0x40))
 wait $fio_pid
 rc=$?
 elapsed=$(($(date +%s) - start))
@@ -82,9 +86,8 @@ grep -qE "err=[ ]*5|Input/output error" /tmp/fio.out && pass fio_error_is_eio ||
 [ $elapsed -lt 30 ] && pass outstanding_io_ends_within_30s || fail outstanding_io_ends_within_30s "${elapsed}s"
 dmesg | grep -qE 'rnvme0: (reset failed|.*failing all I/O)' && pass controller_declared_dead ||
 	fail controller_declared_dead "$(dmesg | grep rnvme0 | tail -3)"
-# Its registers read as zeroes (memory decode off), which must not count as stopped: the
-# controller may still be writing completions and data, so bus mastering was turned off
-# before the queues' memory and the requests were given back (it used to stay on).
+# Out of reach, its registers may read as a stopped controller: a dead one must not write
+# into memory given back from now on, so bus mastering is off (as C's pci_disable_device).
 expect_eq dead_controller_bus_master_off 0 $((($(pci_command $pci) >> 2) & 1))
 
 # The disks are marked dead: capacity 0 (the block layer's view), and the mounted file
@@ -118,6 +121,7 @@ elapsed=$(($(date +%s) - start))
 [ $elapsed -lt 20 ] && pass unbind_bounded || fail unbind_bounded "${elapsed}s"
 
 # The device answers again: a new bind probes it from scratch.
+pci_bar0_high $pci $bar
 pci_command $pci $cmd
 echo "$pci" >/sys/bus/pci/drivers/rnvme/bind
 wait_for 20 disk_live /dev/rnvme0n1 && pass rebind_after_recovery || fail rebind_after_recovery "no disk"

@@ -101,16 +101,27 @@ else
 		"$(grep -iE 'err|verify' /tmp/batchmap.log | head -3 | tr '\n' ' ')"
 fi
 expect_eq batch_map_failures_consumed 0 "$(cat $fdm)"
+# An io_uring passthrough failing in the driver before the device saw it (its data cannot
+# be mapped either) completes with EIO, as C's (which clears a request's status when it
+# sets the command up), never with the NVMe status its tag's previous command left: first,
+# every tag of CPU 0's queue completes an opcode the controller lacks (0x4001, 16385).
+expect_eq uring_tags_primed_with_a_status "res=16385 res2=0" \
+	"$(busybox taskset -c 0 uring-cmd -n 1100 /dev/rng0n1 badop 2>&1)"
 echo 4294967295 >$fdm
+busybox taskset -c 0 uring-cmd /dev/rng0n1 read >/tmp/uring-unmap.res 2>&1 &
+upid=$!
 ddres if=$dev of=/dev/null bs=64k skip=160 count=1 iflag=direct >/tmp/unmap.res &
 pid=$! waited=0
 while kill -0 $pid 2>/dev/null && [ $waited -lt 40 ]; do
 	sleep 1
 	waited=$((waited + 1))
 done
+wait_for 20 sh -c "! kill -0 $upid"
 echo 0 >$fdm
 wait $pid
+wait $upid
 expect_eq unmappable_request_fails "Input/output error" "$(cat /tmp/unmap.res)"
+expect_eq unmappable_uring_passthrough_fails_eio "res=-5 res2=0" "$(cat /tmp/uring-unmap.res)"
 [ $waited -ge $((IO_TIMEOUT - 1)) ] && [ $waited -le $((IO_TIMEOUT + 10)) ] &&
 	pass unmappable_request_fails_after_io_timeout ||
 	fail unmappable_request_fails_after_io_timeout "after ${waited} s, io_timeout $IO_TIMEOUT s"

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * uring-cmd [-c CTRL] [-i] [-f] [-p] [-r] [-u] [-m LEN] DEV MODE [sum]: sends one NVMe passthrough
- * command and prints its completion, "res=<res> res2=<res2>". By default through io_uring
+ * uring-cmd [-c CTRL] [-i] [-f] [-p] [-r] [-u] [-m LEN] [-n N] DEV MODE [sum]: sends one NVMe
+ * passthrough command and prints its completion, "res=<res> res2=<res2>". DEV may be "fd:N",
+ * the file already open as descriptor N. By default through io_uring
  * (IORING_OP_URING_CMD) on the namespace generic device DEV, admin commands on CTRL (the
  * controller's device; DEV without -c).
  *   -i  through the ioctl instead (IO64_CMD, IO64_CMD_VEC, ADMIN64_CMD): res is its return
@@ -12,6 +13,9 @@
  *   -u  without CAP_SYS_ADMIN (dropped from the effective set first)
  *   -m  a metadata buffer of LEN bytes (read: printed as " meta=<hex>" after the rest;
  *       write: a pattern of LEN bytes)
+ *   -n  the command N times through io_uring, one after another (each completes before the
+ *       next is sent; the last completion is printed): one CPU's submissions walk through
+ *       the tags of its queue
  * Modes, I/O on DEV's namespace:
  *   read     a 4 KiB read of LBA 0 (res 0)
  *   small    the same on a ring without 128-byte SQEs and 32-byte CQEs
@@ -107,8 +111,9 @@ int main(int argc, char **argv)
 {
 	const char *ctrl = NULL;
 	int use_ioctl = 0, fixed = 0, polled = 0, rdonly = 0, opt;
+	long count = 1;
 
-	while ((opt = getopt(argc, argv, "c:ifprum:")) != -1) {
+	while ((opt = getopt(argc, argv, "c:ifprum:n:")) != -1) {
 		switch (opt) {
 		case 'c': ctrl = optarg; break;
 		case 'i': use_ioctl = 1; break;
@@ -116,6 +121,11 @@ int main(int argc, char **argv)
 		case 'p': polled = 1; break;
 		case 'r': rdonly = 1; break;
 		case 'u': drop_sys_admin(); break;
+		case 'n':
+			count = strtol(optarg, NULL, 0);
+			if (count < 1)
+				goto usage;
+			break;
 		case 'm':
 			meta_len = strtoul(optarg, NULL, 0);
 			if (meta_len > sizeof(meta))
@@ -129,7 +139,8 @@ int main(int argc, char **argv)
 	const char *dev = argv[optind], *mode = argv[optind + 1];
 	int sum = argc - optind == 3;
 	int flags = rdonly ? O_RDONLY : O_RDWR;
-	int fd = open(dev, flags);
+	/* "fd:N": the file the shell opened as N (a device since removed cannot be opened). */
+	int fd = !strncmp(dev, "fd:", 3) ? atoi(dev + 3) : open(dev, flags);
 	if (fd < 0) {
 		perror(dev);
 		return 1;
@@ -286,42 +297,48 @@ int main(int argc, char **argv)
 	}
 	unsigned *sq_tail = (unsigned *)(sq + p.sq_off.tail);
 	unsigned *sq_array = (unsigned *)(sq + p.sq_off.array);
-	unsigned tail = *sq_tail, idx = tail & (p.sq_entries - 1);
-	struct io_uring_sqe *s = (struct io_uring_sqe *)(sqes + idx * sqe_size);
-	memset(s, 0, sqe_size);
-	s->opcode = IORING_OP_URING_CMD_;
-	s->fd = target;
-	s->cmd_op = op;
-	if (fixed) {
-		s->uring_cmd_flags = IORING_URING_CMD_FIXED_;
-		s->buf_index = 0;
-	}
-	/* The command: 80 bytes from sqe->cmd with 128-byte SQEs, 16 without. */
-	memcpy((char *)s + 48, &c, big ? sizeof(c) : 16);
-	sq_array[idx] = idx;
-	__atomic_store_n(sq_tail, tail + 1, __ATOMIC_RELEASE);
-	if (syscall(__NR_io_uring_enter, ring, 1, 1, IORING_ENTER_GETEVENTS, 0, 0) < 0) {
-		perror("io_uring_enter");
-		return 1;
-	}
 	unsigned *cq_head = (unsigned *)(cq + p.cq_off.head);
-	unsigned head = *cq_head;
-	/* A polled ring may return before the completion was reaped: poll on. */
-	for (int tries = 0; polled && tries < 100000 &&
-	     head == __atomic_load_n((unsigned *)(cq + p.cq_off.tail), __ATOMIC_ACQUIRE); tries++)
-		syscall(__NR_io_uring_enter, ring, 0, 1, IORING_ENTER_GETEVENTS, 0, 0);
-	if (head == __atomic_load_n((unsigned *)(cq + p.cq_off.tail), __ATOMIC_ACQUIRE)) {
-		fprintf(stderr, "no completion\n");
-		return 1;
+	long long res = 0;
+	unsigned long long res2 = 0;
+	for (long k = 0; k < count; k++) {
+		unsigned tail = *sq_tail, idx = tail & (p.sq_entries - 1);
+		struct io_uring_sqe *s = (struct io_uring_sqe *)(sqes + idx * sqe_size);
+		memset(s, 0, sqe_size);
+		s->opcode = IORING_OP_URING_CMD_;
+		s->fd = target;
+		s->cmd_op = op;
+		if (fixed) {
+			s->uring_cmd_flags = IORING_URING_CMD_FIXED_;
+			s->buf_index = 0;
+		}
+		/* The command: 80 bytes from sqe->cmd with 128-byte SQEs, 16 without. */
+		memcpy((char *)s + 48, &c, big ? sizeof(c) : 16);
+		sq_array[idx] = idx;
+		__atomic_store_n(sq_tail, tail + 1, __ATOMIC_RELEASE);
+		if (syscall(__NR_io_uring_enter, ring, 1, 1, IORING_ENTER_GETEVENTS, 0, 0) < 0) {
+			perror("io_uring_enter");
+			return 1;
+		}
+		unsigned head = *cq_head;
+		/* A polled ring may return before the completion was reaped: poll on. */
+		for (int tries = 0; polled && tries < 100000 &&
+		     head == __atomic_load_n((unsigned *)(cq + p.cq_off.tail), __ATOMIC_ACQUIRE);
+		     tries++)
+			syscall(__NR_io_uring_enter, ring, 0, 1, IORING_ENTER_GETEVENTS, 0, 0);
+		if (head == __atomic_load_n((unsigned *)(cq + p.cq_off.tail), __ATOMIC_ACQUIRE)) {
+			fprintf(stderr, "no completion\n");
+			return 1;
+		}
+		struct io_uring_cqe *e = (struct io_uring_cqe *)(cq + p.cq_off.cqes +
+								 (head & (p.cq_entries - 1)) * cqe_size);
+		res = e->res;
+		res2 = big ? *(unsigned long long *)((char *)e + 16) : 0;
+		__atomic_store_n(cq_head, head + 1, __ATOMIC_RELEASE);
 	}
-	struct io_uring_cqe *e =
-		(struct io_uring_cqe *)(cq + p.cq_off.cqes + (head & (p.cq_entries - 1)) * cqe_size);
-	unsigned long long res2 = big ? *(unsigned long long *)((char *)e + 16) : 0;
-	print(e->res, res2, sum);
-	__atomic_store_n(cq_head, head + 1, __ATOMIC_RELEASE);
+	print(res, res2, sum);
 	return 0;
 usage:
-	fprintf(stderr, "usage: %s [-c CTRL] [-i] [-f] [-p] [-r] [-u] [-m LEN] DEV MODE [sum]\n",
+	fprintf(stderr, "usage: %s [-c CTRL] [-i] [-f] [-p] [-r] [-u] [-m LEN] [-n N] DEV MODE [sum]\n",
 		argv[0]);
 	return 2;
 }

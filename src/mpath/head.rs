@@ -7,7 +7,7 @@ use super::{CtrlStatus, PathState, Policy};
 use crate::{
     blk::NvmeBlk,
     hw::State,
-    ioctl::{self, CtrlLink, DiskIds, DiskLink},
+    ioctl::{self, CtrlLink, DiskIds, DiskLink, NsKey},
     kernel_ext::{
         block::{
             bio::{Bio, BioList, DiskHandle},
@@ -298,7 +298,7 @@ impl BioOperations for HeadOps {
         };
         let disk = DiskLink {
             ctrl: link,
-            nsid: head.nsid,
+            ns: NsKey::any(head.nsid),
             ids: head.disk_ids,
         };
         ioctl::disk_ioctl(&disk, writable, partition, cmd, arg)

@@ -207,12 +207,6 @@ impl Status {
     pub(crate) fn host_path_error(self) -> bool {
         self.path_error() && matches!(self.code(), sc::HOST_ABORTED | sc::HOST_PATH_ERROR)
     }
-    /// The host took the command back (a reset, a dead controller: C's
-    /// `NVME_REQ_CANCELLED`), with or without DNR: the device never completed it. A
-    /// passthrough command that ends so fails with `EINTR`, as in C.
-    pub(crate) fn host_aborted(self) -> bool {
-        self.path_error() && self.code() == sc::HOST_ABORTED
-    }
     /// Do Not Retry: the same command would fail again.
     pub(crate) fn dnr(self) -> bool {
         self.0 & (1 << 14) != 0

@@ -34,6 +34,7 @@ use kernel::{
 /// `BLK_FEAT_*` (include/linux/blkdev.h; `__force` casts bindgen cannot evaluate).
 const BLK_FEAT_WRITE_CACHE: u32 = 1 << 0;
 const BLK_FEAT_FUA: u32 = 1 << 1;
+const BLK_FEAT_SKIP_TAGSET_QUIESCE: u32 = 1 << 13;
 
 /// Queue limits for a new disk. Upstream candidate.
 #[derive(Clone, Copy, Debug, Default)]
@@ -390,6 +391,24 @@ impl<'s, 'a, T: Operations> DiskRef<'s, 'a, T> {
     }
 }
 
+/// Sets the feature bits `set` and clears those of `clear` in the queue's limits, committed
+/// as [`commit_limits`] does.
+///
+/// # Safety
+///
+/// `q` is a live request queue.
+unsafe fn update_features(q: *mut bindings::request_queue, set: u32, clear: u32) -> Result {
+    // SAFETY: `q` is live; the limits are read under `limits_lock`, which
+    // `queue_limits_commit_update` releases (`queue_limits_start_update` is inline).
+    let ret = unsafe {
+        bindings::mutex_lock(&raw mut (*q).limits_lock);
+        let mut lim = core::ptr::read(&raw const (*q).limits);
+        lim.features = (lim.features & !clear) | set;
+        bindings::queue_limits_commit_update(q, &mut lim)
+    };
+    kernel::error::to_result(ret)
+}
+
 /// Applies `limits` to the queue's limits and commits them (`queue_limits_start_update`,
 /// then `queue_limits_commit_update`).
 ///
@@ -463,6 +482,11 @@ impl<'a, T: Operations> GenDisk<'a, T> {
         let mut attrs = attr_group::<MqAttrs<T>>()?;
         let groups = attrs.as_mut().map_or(core::ptr::null_mut(), |a| a.groups());
         let mut lim = limits.to_raw();
+        // The queue joins the set out of its quiesces (blk-mq quiesces the queues on the set
+        // when asked, not those added later), and is counted in below. The allocation is
+        // made without the count's lock: joining a set may freeze the set's other queue,
+        // which waits for its I/O, and that may wait for a reset that needs the lock.
+        lim.features |= BLK_FEAT_SKIP_TAGSET_QUIESCE;
         // SAFETY: `set` is an allocated tag set; `lim` is a valid limits structure;
         // `qd` outlives the disk (invariant).
         let disk = kernel::error::from_err_ptr(unsafe {
@@ -480,6 +504,23 @@ impl<'a, T: Operations> GenDisk<'a, T> {
             _attrs: attrs,
             _set: set.clone(),
         };
+        {
+            // Quiesced as often as the set is (`SetHeader::quiesced`), and from now on
+            // quiesced and unquiesced with it: a disk a scan adds during a reset waits for it
+            // as the others do, and the reset's unquiesce finds it quiesced. Under the
+            // count's lock nothing here waits for I/O.
+            let quiesced = set.quiesced();
+            // SAFETY: `disk` was just allocated with its queue, on which nothing was
+            // dispatched yet (there is nothing to wait for); its limits are changed under
+            // their lock, and only to take it into the set's quiesces.
+            unsafe {
+                let q = (*disk).queue;
+                for _ in 0..*quiesced {
+                    bindings::blk_mq_quiesce_queue_nowait(q);
+                }
+                update_features(q, 0, BLK_FEAT_SKIP_TAGSET_QUIESCE)?;
+            }
+        }
         // SAFETY: `disk` is allocated and not yet visible to anyone else; `FOPS` expects a
         // pinned `MqPrivate<T>` (freed by `free_disk`, with the disk's last reference).
         unsafe {

@@ -24,12 +24,17 @@ use core::{
 use kernel::{
     bindings,
     device::{Bound, Device},
+    new_mutex,
     prelude::*,
-    sync::Arc,
+    sync::{
+        lock::{mutex::MutexBackend, Guard},
+        Arc, Mutex,
+    },
     types::Opaque,
 };
 
 /// What the set's `driver_data` points to.
+#[pin_data]
 pub(super) struct SetHeader<'a, T: Operations> {
     /// Device whose MSI-X vector affinity the queue map follows, and the first vector used
     /// by hardware queue 0; `None` maps queues to CPUs evenly.
@@ -40,6 +45,16 @@ pub(super) struct SetHeader<'a, T: Operations> {
     pub(super) nr_read: u32,
     pub(super) nr_poll: u32,
     pub(super) data: T::SetData<'a>,
+    /// How many quiesces of the whole set are in force ([`TagSetRef::quiesce`] less
+    /// [`TagSetRef::unquiesce`]). blk-mq quiesces the queues on the set when asked, not
+    /// the ones added later: a disk's queue made meanwhile (out of the set's quiesces until
+    /// then, `BLK_FEAT_SKIP_TAGSET_QUIESCE`) is quiesced as many times and taken into them
+    /// under this lock, so it waits for the recovery as the others do and the set's
+    /// unquiesce finds it quiesced. Held across the quiesce (waits for `queue_rq` calls to
+    /// return, never for I/O), the unquiesce and that taking in (no wait); never across a
+    /// queue's allocation, which may freeze the set's other queue.
+    #[pin]
+    pub(super) quiesced: Mutex<u32>,
 }
 
 /// A blk-mq tag set and the driver's data for it. Upstream: `kernel::block::mq::TagSet`
@@ -82,14 +97,15 @@ impl<'a, T: Operations> TagSet<'a, T> {
         irq: Option<(&Device<Bound>, u32)>,
         data: T::SetData<'a>,
     ) -> Result<Arc<Self>> {
-        let header = KBox::pin(
-            SetHeader {
+        let header = KBox::pin_init(
+            pin_init!(SetHeader {
                 irq_dev: irq.map(|(d, v)| (device_raw(d), v)),
                 nr_default: nr_hw_queues,
                 nr_read,
                 nr_poll,
                 data,
-            },
+                quiesced <- new_mutex!(0),
+            }),
             GFP_KERNEL,
         )?;
         let set = KBox::pin(Opaque::<bindings::blk_mq_tag_set>::zeroed(), GFP_KERNEL)?;
@@ -137,6 +153,11 @@ impl<'a, T: Operations> TagSet<'a, T> {
         self.set.get()
     }
 
+    /// The count of quiesces in force, locked: a disk's queue is allocated under it.
+    pub(super) fn quiesced(&self) -> Guard<'_, u32, MutexBackend> {
+        self._header.quiesced.lock()
+    }
+
     /// A handle for error recovery: quiescing, cancelling requests, the driver's set data.
     /// Upstream candidate.
     pub(crate) fn handle(&self) -> TagSetRef<'_, T> {
@@ -162,22 +183,31 @@ pub(crate) struct TagSetRef<'s, T: Operations> {
 impl<'s, T: Operations> TagSetRef<'s, T> {
     /// The driver's data of the set. Upstream candidate.
     pub(crate) fn data(&self) -> &'s T::SetData<'s> {
+        &self.header().data
+    }
+
+    fn header(&self) -> &'s SetHeader<'s, T> {
         // Data made for a lifetime outliving the set is a valid `SetData<'s>`: `SetData` is
         // covariant (`Operations::shorten_set`).
         // SAFETY: `driver_data` is the set's `SetHeader`, alive for `'s` (type invariants).
-        unsafe { &(*(*self.set.as_ptr()).driver_data.cast::<SetHeader<'s, T>>()).data }
+        unsafe { &*(*self.set.as_ptr()).driver_data.cast::<SetHeader<'s, T>>() }
     }
 
-    /// Stops blk-mq from calling `queue_rq` on any queue of the set; returns once no call is
-    /// running. Requests keep queueing (and requeued ones wait) until [`Self::unquiesce`].
-    /// Upstream candidate.
+    /// Stops blk-mq from calling `queue_rq` on any queue of the set, those of disks added
+    /// meanwhile too; returns once no call is running. Requests keep queueing (and requeued
+    /// ones wait) until [`Self::unquiesce`]. Quiesces nest. Upstream candidate.
     pub(crate) fn quiesce(&self) {
+        let mut quiesced = self.header().quiesced.lock();
         // SAFETY: the set is alive (invariant).
         unsafe { bindings::blk_mq_quiesce_tagset(self.set.as_ptr()) };
+        *quiesced += 1;
     }
 
-    /// Lets blk-mq dispatch again and runs the queues. Upstream candidate.
+    /// Ends one [`Self::quiesce`]: with the last, blk-mq dispatches again and runs the
+    /// queues. Upstream candidate.
     pub(crate) fn unquiesce(&self) {
+        let mut quiesced = self.header().quiesced.lock();
+        *quiesced = quiesced.saturating_sub(1);
         // SAFETY: the set is alive (invariant).
         unsafe { bindings::blk_mq_unquiesce_tagset(self.set.as_ptr()) };
     }
