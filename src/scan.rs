@@ -525,20 +525,6 @@ impl<'b> Shared<'b> {
         let fx = effects::admin_effects(self.effects.as_deref(), opcode);
         let r = if effects::needs_freeze(fx) {
             let disks = self.disks.lock();
-            // The subsystem's heads first, then this controller's disks (unfrozen in the
-            // other order), as C's `nvme_passthru_start`.
-            let _heads = self.subsys.as_ref().and_then(|m| {
-                m.freeze_heads()
-                    .inspect_err(|e| {
-                        dev_warn!(
-                            self.hw.dev(),
-                            "rnvme{}: head disks not frozen for admin command {opcode:#04x} ({})\n",
-                            self.hw.instance,
-                            e.to_errno()
-                        )
-                    })
-                    .ok()
-            });
             match disks.as_ref() {
                 Some(ts) => {
                     let _frozen = ts.freeze_disks();

@@ -238,9 +238,10 @@ path_faults() {
 # --- Format NVM under I/O through a head -----------------------------------------------------
 # fio writes through the head while one controller formats the shared namespace (to the
 # LBA format it has) and the head's bios go to the other controller's path (numa: the one
-# in use; the format is sent through the other): the head's bios wait for the format, as
-# C's (nvme_mpath_start_freeze; QEMU formats at once, so the window cannot be seen in its
-# trace), fio ends without an error, and the head's data verify afterwards.
+# in use; the format is sent through the other): fio ends without an error and the head's
+# data verify afterwards, as C's. (C also freezes its heads for the format,
+# nvme_mpath_start_freeze; rnvme does not yet, and QEMU formats at once, so the difference
+# cannot be seen here.)
 # format_under_head_io DRIVER CHARDEV HEAD
 format_under_head_io() {
 	local drv=$1 ctrl=$2 head=$3 w0 f rc
