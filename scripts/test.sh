@@ -12,7 +12,8 @@
 #   RNVME_TEST_FLAVOURS="base debug"   kernels to run the VM scenarios on
 #   RNVME_TEST_ONLY=regex              only scenarios whose name matches
 #   RNVME_STORM_S, RNVME_STORM_ROUNDS  the storm scenario's length and rounds (20, 1)
-#   RNVME_STORM_HICCUP=1               the storm clears Memory Space now and then (make storm)
+#   RNVME_STORM_HICCUP=0               the storm leaves Memory Space alone (default: a second off
+#                                      per round on each controller)
 #   RNVME_TEST_LOGS=dir                where the logs go (default out/test-logs)
 #   RNVME_CI=1                         refuse a partial selection (.ci/run sets it)
 . "$(dirname "$0")/common.sh"
@@ -527,7 +528,7 @@ for flavour in $FLAVOURS; do
 	# system sleep (`make storm`: longer, more rounds).
 	run_vm "storm-$flavour" "$flavour" --ctrls 2 --ns 3 --subsys --detached 3 --backend image \
 		--image-dir "$img/storm" --size 64M --timeout $((T + 2 * ${RNVME_STORM_S:-20})) \
-		-- "STORM_S=${RNVME_STORM_S:-20} ROUNDS=${RNVME_STORM_ROUNDS:-1} HICCUP=${RNVME_STORM_HICCUP:-0} sh /guest/storm.sh"
+		-- "STORM_S=${RNVME_STORM_S:-20} ROUNDS=${RNVME_STORM_ROUNDS:-1} HICCUP=${RNVME_STORM_HICCUP:-1} sh /guest/storm.sh"
 	# System sleep under fio (pm_test): suspend to RAM and to idle, hibernation; rnvme beside
 	# the C driver, which the same transitions suspend.
 	run_vm "power-$flavour" "$flavour" --ctrls 2 --backend image --image-dir "$img/power" \

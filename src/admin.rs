@@ -3,9 +3,14 @@
 //! The admin queue: synchronous admin commands with a timeout, aborts, the asynchronous event
 //! request, and its completion side (the interrupt handler is [`crate::ioq::QueueIrq`]).
 //!
-//! One synchronous command is in flight at a time (serialized by `exec`). Its command id
-//! carries a generation number, so a completion that arrives after its command timed out, or
-//! one the device made up, never matches the next command: it is logged and dropped.
+//! Synchronous commands run side by side, one per slot, as C's admin tag set: nobody waits
+//! for another command to complete before sending theirs, so a reset's commands never wait
+//! behind a command the controller lost (a user's may have a timeout of hours). A command id
+//! is its slot plus a generation number, so a completion that arrives after its command
+//! timed out, or one the device made up, never matches the slot's next command: it is logged
+//! and dropped. User space commands are taken only while the controller answers: from a
+//! reset's start until it answered its first command after the enable they fail at once (as
+//! C's `__nvme_check_ready`), instead of ringing a doorbell nobody reads.
 
 use crate::{
     aen::AsyncEvents,
@@ -25,7 +30,7 @@ use kernel::{
     prelude::*,
     sync::{
         atomic::{Acquire, Atomic, Full, Relaxed},
-        Arc, Mutex, SetOnce, SpinLockIrq,
+        new_condvar, Arc, CondVar, Mutex, SetOnce, SpinLockIrq,
     },
     time::{ClockSource, Monotonic},
 };
@@ -38,6 +43,8 @@ pub(crate) const ADMIN_DEPTH: u16 = 32;
 pub(crate) enum CmdError {
     /// The controller completed it with an error status.
     Status(Status),
+    /// A user space command refused: the controller is being reset.
+    NotReady,
     /// No completion within the timeout. The controller may still own the command's buffers.
     Timeout,
     /// Taken back by a controller reset (or refused while one runs).
@@ -61,6 +68,7 @@ impl From<CmdError> for Error {
             CmdError::Status(_) => EIO,
             CmdError::Timeout => ETIMEDOUT,
             CmdError::Reset => EIO,
+            CmdError::NotReady => EAGAIN,
             CmdError::Removed => ENODEV,
             CmdError::Kernel(e) => e,
         }
@@ -73,28 +81,44 @@ impl fmt::Display for CmdError {
             CmdError::Status(s) => write!(f, "{s}"),
             CmdError::Timeout => write!(f, "timed out"),
             CmdError::Reset => write!(f, "cancelled by a controller reset"),
+            CmdError::NotReady => write!(f, "refused: the controller is being reset"),
             CmdError::Removed => write!(f, "cancelled: the controller is being removed"),
             CmdError::Kernel(e) => write!(f, "error {}", e.to_errno()),
         }
     }
 }
 
-/// The synchronous command slot.
-struct Pending {
+/// Synchronous commands in flight at once, at most (C's admin tag set has 31 tags; this
+/// leaves room in the ring for the aborts and the event request).
+const SYNC_SLOTS: usize = 16;
+/// Command id bits that name the slot; the generation number sits above them.
+const SLOT_BITS: u16 = 4;
+
+/// One synchronous command slot.
+#[derive(Default)]
+struct Slot {
     /// Command id of the command in flight, if any.
     cid: Option<u16>,
     /// Its completion, once it arrived.
     result: Option<Completion>,
-    /// Generation counter for the next command id.
-    generation: u16,
     /// The command in flight was taken back by a reset.
     cancelled: bool,
     /// The command in flight came from user space (passthrough).
     user: bool,
-    /// The controller is going away: user space commands are refused.
-    closed: bool,
     /// The command in flight was taken back by [`AdminQueue::close`].
     removed: bool,
+}
+
+/// The synchronous command slots.
+struct Pending {
+    slots: [Slot; SYNC_SLOTS],
+    /// Generation counter for the next command id.
+    generation: u16,
+    /// User space commands are taken: the controller is up (cleared by
+    /// [`AdminQueue::cancel`], set by [`AdminQueue::open_users`]).
+    users: bool,
+    /// The controller is going away: user space commands are refused for good.
+    closed: bool,
 }
 
 /// The data buffer and PRP list of a user space command taken back by
@@ -109,15 +133,22 @@ pub(crate) struct AdminQueue<'b> {
     /// No interrupt handler is registered (none could be set up, or the vectors are being
     /// reallocated): completions are polled by the waiter.
     polled: Atomic<bool>,
-    /// One synchronous command at a time: `pending` tracks a single command in flight. A
-    /// mutex beside it, not around it: the interrupt handler posts the completion under
-    /// `pending`'s spinlock while the waiter sleeps on `done`.
+    /// Held from the check of `stopped` to the command's submission, never across a wait:
+    /// [`Self::restart`] takes it to empty the rings, so no command the reset took back
+    /// can reach the new ones.
     #[pin]
-    exec: Mutex<()>,
+    submit: Mutex<()>,
+    /// The interrupt handler posts a completion under this spinlock while its waiter sleeps
+    /// on its slot's `done`.
     #[pin]
     pending: SpinLockIrq<Pending>,
     #[pin]
-    done: Event,
+    done: [Event; SYNC_SLOTS],
+    /// Free slots, one bit each (of the first `slots`); waiters for one sleep on `freed`.
+    #[pin]
+    free: Mutex<u32>,
+    #[pin]
+    freed: CondVar,
     /// The controller is being reset: refuse new commands until the rings are reset.
     stopped: Atomic<bool>,
     /// Abort command slots in use, one bit each.
@@ -133,11 +164,10 @@ pub(crate) struct AdminQueue<'b> {
     aer_armed: Atomic<bool>,
     /// Who handles asynchronous events, once the controller is up.
     events: SetOnce<Arc<AsyncEvents>>,
-    /// The buffers of a user space command taken back by [`Self::close`] (one at most: one
-    /// command is in flight at a time), freed by [`Self::unpark`] once the controller
-    /// stopped.
+    /// The buffers of user space commands taken back by [`Self::close`], freed by
+    /// [`Self::unpark`] once the controller stopped.
     #[pin]
-    parked: Mutex<Option<Parked>>,
+    parked: Mutex<KVec<Parked>>,
 }
 
 /// A reserved abort slot.
@@ -155,29 +185,33 @@ const CID_AER: u16 = CID_ASYNC | 0x200;
 pub(crate) const ABORT_SLOTS: usize = 4;
 
 impl<'b> AdminQueue<'b> {
+    /// The admin queue over `queue`, a ring of `depth` entries.
     pub(crate) fn new(
         pdev: &'b pci::Device<Bound>,
         queue: Arc<Queue<'b>>,
+        depth: u16,
         polled: bool,
         faults: FaultsRef,
     ) -> Result<Arc<Self>> {
+        // One ring entry stays empty; the aborts and the event request have theirs.
+        let room = usize::from(depth).saturating_sub(ABORT_SLOTS + 2);
+        let slots = room.clamp(1, SYNC_SLOTS);
         Arc::pin_init(
             try_pin_init!(Self {
                 pdev,
                 queue,
                 polled: Atomic::new(polled),
-                exec <- new_mutex!(()),
+                submit <- new_mutex!(()),
                 pending <- new_spinlock_irq!(Pending {
-                    cid: None,
-                    result: None,
+                    slots: Default::default(),
                     generation: 0,
-                    cancelled: false,
-                    user: false,
+                    users: true,
                     closed: false,
-                    removed: false,
                 }),
-                parked <- new_mutex!(None),
-                done <- Event::new(),
+                parked <- new_mutex!(KVec::new()),
+                done <- pin_init::pin_init_array_from_fn(|_| Event::new()),
+                free <- new_mutex!(((1u64 << slots) - 1) as u32),
+                freed <- new_condvar!(),
                 stopped: Atomic::new(false),
                 aborts: Atomic::new(0),
                 abort_target: [const { Atomic::new(0) }; ABORT_SLOTS],
@@ -220,12 +254,13 @@ impl<'b> AdminQueue<'b> {
             }
             return;
         }
+        let i = usize::from(cqe.cid & ((1 << SLOT_BITS) - 1));
         let mut p = self.pending.lock();
-        if p.cid == Some(cqe.cid) {
-            p.cid = None;
-            p.result = Some(cqe);
+        if let Some(slot) = p.slots.get_mut(i).filter(|s| s.cid == Some(cqe.cid)) {
+            slot.cid = None;
+            slot.result = Some(cqe);
             drop(p);
-            self.done.complete();
+            self.done[i].complete();
         } else {
             drop(p);
             dev_warn!(
@@ -255,49 +290,87 @@ impl<'b> AdminQueue<'b> {
         self.run(cmd, timeout_ms, true)
     }
 
-    fn run(&self, mut cmd: Command, timeout_ms: u32, user: bool) -> Result<Completion, CmdError> {
-        let _serial = self.exec.lock();
-        // Before the command id is published: `cancel` or `close` may signal as soon as it is.
-        self.done.reinit();
+    fn run(&self, cmd: Command, timeout_ms: u32, user: bool) -> Result<Completion, CmdError> {
+        let i = self.take_slot();
+        let r = self.run_in(i, cmd, timeout_ms, user);
+        self.put_slot(i);
+        r
+    }
+
+    /// Waits for a free slot (commands in flight all time out, complete or are taken back
+    /// by a reset).
+    fn take_slot(&self) -> usize {
+        let mut free = self.free.lock();
+        while *free == 0 {
+            self.freed.wait(&mut free);
+        }
+        let i = free.trailing_zeros() as usize;
+        *free &= !(1 << i);
+        i
+    }
+
+    fn put_slot(&self, i: usize) {
+        *self.free.lock() |= 1 << i;
+        self.freed.notify_one();
+    }
+
+    fn run_in(
+        &self,
+        i: usize,
+        mut cmd: Command,
+        timeout_ms: u32,
+        user: bool,
+    ) -> Result<Completion, CmdError> {
         {
+            let _submit = self.submit.lock();
+            // Before the command id is published: `cancel` or `close` may signal as soon as
+            // it is.
+            self.done[i].reinit();
             let mut p = self.pending.lock();
             // Under `pending`, which `cancel` takes after setting `stopped`: either this
             // sees it, or `cancel` sees the command id and takes the command back.
-            if self.stopped.load(Relaxed) {
-                return Err(CmdError::Reset);
-            }
             if user && p.closed {
                 return Err(CmdError::Kernel(ENODEV));
             }
-            p.user = user;
-            p.removed = false;
-            p.generation = p.generation.wrapping_add(1) & !CID_ASYNC;
-            let cid = p.generation;
-            p.cid = Some(cid);
-            p.result = None;
-            p.cancelled = false;
+            if user && !p.users {
+                return Err(CmdError::NotReady);
+            }
+            if self.stopped.load(Relaxed) {
+                return Err(CmdError::Reset);
+            }
+            p.generation = p.generation.wrapping_add(1) & (!CID_ASYNC >> SLOT_BITS);
+            let cid = p.generation << SLOT_BITS | i as u16;
+            p.slots[i] = Slot {
+                cid: Some(cid),
+                result: None,
+                cancelled: false,
+                user,
+                removed: false,
+            };
+            drop(p);
             cmd.set_cid(cid);
-        }
-        if let Err(e) = self.queue.submit(&cmd, true) {
-            self.pending.lock().cid = None;
-            return Err(e.into());
+            if let Err(e) = self.queue.submit(&cmd, true) {
+                self.pending.lock().slots[i].cid = None;
+                return Err(e.into());
+            }
         }
 
         if self.polled.load(Relaxed) {
-            self.poll_wait(timeout_ms);
+            self.poll_wait(i, timeout_ms);
         } else {
-            self.irq_wait(timeout_ms);
+            self.irq_wait(i, timeout_ms);
         }
 
         let mut p = self.pending.lock();
-        match p.result.take() {
+        let slot = &mut p.slots[i];
+        match slot.result.take() {
             Some(cqe) if cqe.status().is_success() => Ok(cqe),
             Some(cqe) => Err(CmdError::Status(cqe.status())),
-            None if p.cancelled => Err(CmdError::Reset),
-            None if p.removed => Err(CmdError::Removed),
+            None if slot.cancelled => Err(CmdError::Reset),
+            None if slot.removed => Err(CmdError::Removed),
             None => {
                 // Forget the id, so a late completion is reported and ignored.
-                p.cid = None;
+                slot.cid = None;
                 Err(CmdError::Timeout)
             }
         }
@@ -427,9 +500,9 @@ impl<'b> AdminQueue<'b> {
         })
     }
 
-    /// A reset has disabled the controller: the command in flight (if any) and outstanding
-    /// aborts will never complete. Wakes the waiter with [`CmdError::Reset`] and refuses new
-    /// commands until [`Self::restart`].
+    /// A reset has disabled the controller: the commands in flight and outstanding aborts
+    /// will never complete. Wakes their waiters with [`CmdError::Reset`], refuses new
+    /// commands until [`Self::restart`] and user space ones until [`Self::open_users`].
     pub(crate) fn cancel(&self) {
         self.stopped.store(true, Relaxed);
         for since in &self.abort_since {
@@ -438,11 +511,18 @@ impl<'b> AdminQueue<'b> {
         self.aborts.store(0, Relaxed);
         self.aer_armed.store(false, Relaxed);
         let mut p = self.pending.lock();
-        if p.cid.take().is_some() {
-            p.cancelled = true;
-            drop(p);
-            self.done.complete();
+        p.users = false;
+        for (i, slot) in p.slots.iter_mut().enumerate() {
+            if slot.cid.take().is_some() {
+                slot.cancelled = true;
+                self.done[i].complete();
+            }
         }
+    }
+
+    /// The controller answers again after a reset: user space commands are taken.
+    pub(crate) fn open_users(&self) {
+        self.pending.lock().users = true;
     }
 
     /// The controller is being removed: refuses user space commands from now on, and takes
@@ -452,29 +532,37 @@ impl<'b> AdminQueue<'b> {
     pub(crate) fn close(&self) {
         let mut p = self.pending.lock();
         p.closed = true;
-        if p.user && p.cid.take().is_some() {
-            // Its completion, if it ever comes, is now an unknown command id: ignored.
-            p.removed = true;
-            drop(p);
-            self.done.complete();
+        for (i, slot) in p.slots.iter_mut().enumerate() {
+            if slot.user && slot.cid.take().is_some() {
+                // Its completion, if it ever comes, is now an unknown command id: ignored.
+                slot.removed = true;
+                self.done[i].complete();
+            }
         }
     }
 
     /// Keeps the buffers of a command that failed with [`CmdError::Removed`] until
     /// [`Self::unpark`]: the controller may write into them until it is stopped.
     pub(crate) fn park(&self, buffers: Parked) {
-        *self.parked.lock() = Some(buffers);
+        let mut parked = self.parked.lock();
+        let _ = parked.reserve(1, GFP_KERNEL);
+        if let Err(e) = parked.push_within_capacity(buffers) {
+            // Leaked rather than freed under a controller that may still write into them.
+            core::mem::forget(e);
+        }
     }
 
     /// Frees parked buffers: the controller has been stopped (CSTS.RDY = 0).
     pub(crate) fn unpark(&self) {
-        *self.parked.lock() = None;
+        self.parked.lock().clear();
     }
 
-    /// Empties the rings for a re-enabled controller and accepts commands again.
+    /// Empties the rings for a re-enabled controller and accepts the driver's commands
+    /// again (user space ones wait for [`Self::open_users`]).
     pub(crate) fn restart(&self) -> Result {
-        // No command is in flight once `exec` is ours: `cancel` woke any waiter.
-        let _serial = self.exec.lock();
+        // No command is between its check of `stopped` and its submission once `submit` is
+        // ours, and `cancel` took back every one submitted before.
+        let _submit = self.submit.lock();
         self.queue.reset()?;
         self.stopped.store(false, Relaxed);
         Ok(())
@@ -483,30 +571,30 @@ impl<'b> AdminQueue<'b> {
     /// Waits for the interrupt handler to complete the pending command. Every second without
     /// it, the completion queue is checked once: a lost interrupt costs a second, not the
     /// whole timeout.
-    fn irq_wait(&self, timeout_ms: u32) {
+    fn irq_wait(&self, i: usize, timeout_ms: u32) {
         let mut left = timeout_ms;
         while left > 0 {
             let slice = left.min(1000);
-            if self.done.wait_timeout(slice) {
+            if self.done[i].wait_timeout(slice) {
                 return;
             }
             left -= slice;
             self.process();
             // Completed, or taken back by `cancel` or `close`.
-            if self.pending.lock().cid.is_none() {
+            if self.pending.lock().slots[i].cid.is_none() {
                 return;
             }
         }
     }
 
     /// Waits for the pending command by polling the completion queue every millisecond.
-    fn poll_wait(&self, timeout_ms: u32) {
+    fn poll_wait(&self, i: usize, timeout_ms: u32) {
         for _ in 0..timeout_ms.max(1) {
             self.process();
-            if self.pending.lock().cid.is_none() {
+            if self.pending.lock().slots[i].cid.is_none() {
                 return;
             }
-            self.done.wait_timeout(1);
+            self.done[i].wait_timeout(1);
         }
     }
 }

@@ -329,6 +329,11 @@ fn run_admin(s: &Shared<'_>, c: &PassthruCmd, data: &mut AdminData<'_>) -> Resul
             return Err(ETIMEDOUT);
         }
         Err(CmdError::Reset) => return Err(EINTR),
+        // As C's `nvme_fail_nonready_command`: a host path error, which nvme-cli names.
+        Err(CmdError::NotReady) => (
+            status_ret(crate::spec::completion::Status::HOST_PATH_ERROR),
+            0,
+        ),
         Err(CmdError::Removed) => {
             // The controller may still write into them until removal stops it.
             s.hw.admin.park((buf, list));

@@ -279,7 +279,13 @@ fn enable_again(hw: &Hw<'_>, nr: u16) -> Result {
                 );
                 return Err(EIO);
             }
-            Ok(_) => return Ok(()),
+            Ok(_) => {
+                // The controller answers: user space commands may reach it again. (C takes
+                // them only once the whole reset is done; a namespace attached meanwhile
+                // is found by the rescan the command's effects ask for.)
+                hw.admin.open_users();
+                return Ok(());
+            }
             Err(e) if tries == 0 && hw.state() != State::Dead => {
                 tries += 1;
                 dev_warn!(

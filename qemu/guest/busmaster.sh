@@ -164,6 +164,49 @@ decode_off_reset() {
 }
 decode_off_reset rnvme /dev/rnvme0 /dev/rnvme0n1 /sys/class/misc/rnvme0/state
 decode_off_reset nvme /dev/nvme0 /dev/nvme0n1 /sys/class/nvme/nvme0/state
+
+# --- a reset beside a command whose doorbell was lost -----------------------------------
+# A user admin command (Identify, 20 s timeout) sent while a reset holds its restart (debugfs
+# restart_delay_ms, 3 s: the controller answers admin commands, its I/O queues are not back)
+# and Memory Space is off for a second: the controller misses its doorbell. The reset goes
+# on beside it and is done in seconds, as C's, whose admin commands are tags of a blk-mq
+# queue that wait for nobody; its next doorbell write covers the command's entry too, which
+# then completes with its data. rnvme used to run one admin command at a time: the reset
+# waited out the stalled command's whole timeout, which then failed. (C has no hold: rnvme
+# only.)
+lost_user_command() {
+	local pci cmd dbg=/sys/kernel/debug/rnvme0 state=/sys/class/misc/rnvme0/state
+	local rpid upid rc t0 took
+	pci=$(bound_to rnvme | head -1)
+	cmd=$(pci_command "$pci")
+	echo 3000 >$dbg/restart_delay_ms
+	t0=$(now_s)
+	nvme reset /dev/rnvme0 >/tmp/lr.out 2>&1 &
+	rpid=$!
+	check restart_held_for_lost_command wait_for 10 \
+		sh -c "[ \"\$(cat $dbg/restart_delay_ms)\" = 0 ]"
+	pci_command "$pci" $((cmd & ~2))
+	nvme admin-passthru /dev/rnvme0 --opcode=6 --cdw10=1 --data-len=4096 --read \
+		--timeout=20000 >/tmp/lu.out 2>&1 &
+	upid=$!
+	sleep 1
+	pci_command "$pci" "$cmd"
+	wait $rpid
+	rc=$?
+	took=$(awk -v a="$t0" -v b="$(now_s)" 'BEGIN { printf "%d", b - a }')
+	expect_eq reset_beside_lost_command "0 " "$rc $(cat /tmp/lr.out)"
+	if [ "$took" -lt 12 ]; then pass reset_not_behind_lost_command
+	else fail reset_not_behind_lost_command "the reset took ${took}s (the command's timeout: 20 s)"; fi
+	wait $upid
+	rc=$?
+	# Identify Controller's data starts with the PCI vendor id (QEMU's: 1b36).
+	if [ "$rc" = 0 ] && grep -q '^0000: 36 1b' /tmp/lu.out; then pass lost_command_completes
+	else fail lost_command_completes "exit $rc: $(head -3 /tmp/lu.out | tr '\n' ' ')"; fi
+	if wait_for 30 grep -q live "$state"; then pass live_after_lost_command
+	else fail live_after_lost_command "state $(cat "$state")"; fi
+	fio_write_verify io_after_lost_command /dev/rnvme0n1 4M 17
+}
+lost_user_command
 image_write host_image /dev/rnvme0n1 0 1
 check rmmod rmmod rnvme
 finish
