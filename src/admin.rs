@@ -88,7 +88,7 @@ impl fmt::Display for CmdError {
     }
 }
 
-/// Synchronous commands in flight at once, at most (C's admin tag set has 31 tags; this
+/// Synchronous commands in flight at once, at most (C's admin tag set has 30 tags; this
 /// leaves room in the ring for the aborts and the event request).
 const SYNC_SLOTS: usize = 16;
 /// Command id bits that name the slot; the generation number sits above them.
@@ -125,7 +125,7 @@ struct Pending {
 /// [`AdminQueue::close`], kept until the controller is stopped.
 pub(crate) type Parked = (Option<Coherent<[u8]>>, Option<Coherent<[u64]>>);
 
-/// The admin queue and its command slot.
+/// The admin queue and its command slots.
 #[pin_data]
 pub(crate) struct AdminQueue<'b> {
     pdev: &'b pci::Device<Bound>,
@@ -181,7 +181,7 @@ const CID_ABORT: u16 = CID_ASYNC | 0x100;
 /// Command id of the Asynchronous Event Request (one is kept outstanding, as the C driver).
 const CID_AER: u16 = CID_ASYNC | 0x200;
 /// Aborts outstanding at once, at most (the controller's own limit, ACL + 1, may be lower).
-/// With the synchronous slot this stays far below the admin queue's depth.
+/// With the synchronous slots this stays below the admin queue's depth.
 pub(crate) const ABORT_SLOTS: usize = 4;
 
 impl<'b> AdminQueue<'b> {
@@ -259,8 +259,10 @@ impl<'b> AdminQueue<'b> {
         if let Some(slot) = p.slots.get_mut(i).filter(|s| s.cid == Some(cqe.cid)) {
             slot.cid = None;
             slot.result = Some(cqe);
-            drop(p);
+            // Under `pending`, as `cancel` and `close` signal: once the waiter can see the
+            // result, the event is signalled, and never reaches the slot's next command.
             self.done[i].complete();
+            drop(p);
         } else {
             drop(p);
             dev_warn!(
@@ -557,15 +559,23 @@ impl<'b> AdminQueue<'b> {
         self.parked.lock().clear();
     }
 
-    /// Empties the rings for a re-enabled controller and accepts the driver's commands
-    /// again (user space ones wait for [`Self::open_users`]).
+    /// Empties the rings of a disabled controller, taking back whatever is still in them
+    /// (a reset that enables once more finds the commands sent after its first enable), and
+    /// keeps refusing commands until [`Self::resume`].
     pub(crate) fn restart(&self) -> Result {
         // No command is between its check of `stopped` and its submission once `submit` is
-        // ours, and `cancel` took back every one submitted before.
+        // ours; `cancel` takes back every one submitted before.
         let _submit = self.submit.lock();
-        self.queue.reset()?;
+        self.cancel();
+        self.queue.reset()
+    }
+
+    /// The controller is enabled again with the rings [`Self::restart`] emptied: the
+    /// driver's commands are taken (user space ones wait for [`Self::open_users`]). Not
+    /// before the enable: a doorbell written to a disabled controller is lost, and the
+    /// command with it until its timeout.
+    pub(crate) fn resume(&self) {
         self.stopped.store(false, Relaxed);
-        Ok(())
     }
 
     /// Waits for the interrupt handler to complete the pending command. Every second without

@@ -95,18 +95,22 @@ impl RqState {
     }
 
     /// Records the device's completion (from the interrupt handler).
+    #[inline]
     pub(crate) fn set_completion(&self, status: Status, result: u32, result_hi: u32) {
-        self.status.store(u32::from(status.0), Relaxed);
-        self.result.store(result, Relaxed);
-        self.result_hi.store(result_hi, Relaxed);
+        self.store(u32::from(status.0), result, result_hi);
     }
 
     /// Records that the host took the command back with `status`, the device never having
     /// completed it.
     pub(crate) fn set_cancelled(&self, status: Status) {
-        self.status.store(u32::from(status.0) | CANCELLED, Relaxed);
-        self.result.store(0, Relaxed);
-        self.result_hi.store(0, Relaxed);
+        self.store(u32::from(status.0) | CANCELLED, 0, 0);
+    }
+
+    #[inline]
+    fn store(&self, status_word: u32, result: u32, result_hi: u32) {
+        self.status.store(status_word, Relaxed);
+        self.result.store(result, Relaxed);
+        self.result_hi.store(result_hi, Relaxed);
     }
 
     pub(crate) fn status(&self) -> Status {

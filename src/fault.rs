@@ -18,6 +18,10 @@
 //!   this long once the controller is enabled, before it makes the I/O queues again: the
 //!   admin queue works while every I/O queue is still stopped. One-shot: the file reads 0
 //!   once the restart waits.
+//! - `effects_delay_ms`: the next user space admin command that must run alone (Format NVM,
+//!   Sanitize) keeps its namespaces frozen this long once the controller answered it,
+//!   before they are revalidated: the window in which I/O to them must wait. One-shot: the
+//!   file reads 0 once the command waits.
 //!
 //! Only the test build has them (`--cfg rnvme_test_hooks`: `make test`, `make mutants`),
 //! as C gates its hooks behind `CONFIG_FAULT_INJECTION_DEBUG_FS`. The production build's
@@ -64,6 +68,8 @@ mod hooks {
         admin_timeout_delay_ms: AtomicU32,
         /// Milliseconds the next restart waits between the enable and its I/O queues.
         restart_delay_ms: AtomicU32,
+        /// Milliseconds the next frozen admin command holds its freeze once answered.
+        effects_delay_ms: AtomicU32,
     }
 
     /// The faults' debugfs files.
@@ -75,6 +81,7 @@ mod hooks {
         FailRestart,
         AdminTimeoutDelayMs,
         RestartDelayMs,
+        EffectsDelayMs,
     }
 
     impl Faults {
@@ -87,6 +94,7 @@ mod hooks {
                     restarts: AtomicU32::new(0),
                     admin_timeout_delay_ms: AtomicU32::new(0),
                     restart_delay_ms: AtomicU32::new(0),
+                    effects_delay_ms: AtomicU32::new(0),
                 },
                 GFP_KERNEL,
             )?)
@@ -122,10 +130,13 @@ mod hooks {
         /// Sleeps for `restart_delay_ms`, if set, and clears it: a test reads 0 once the
         /// restart is inside the window.
         pub(crate) fn delay_restart(&self) {
-            let ms = self.restart_delay_ms.swap(0, Relaxed);
-            if ms != 0 {
-                fsleep(Delta::from_millis(i64::from(ms)));
-            }
+            sleep_once(&self.restart_delay_ms);
+        }
+
+        /// Sleeps for `effects_delay_ms`, if set, and clears it: a test reads 0 once the
+        /// frozen admin command is inside the window.
+        pub(crate) fn delay_effects(&self) {
+            sleep_once(&self.effects_delay_ms);
         }
 
         fn knob(&self, k: Knob) -> &AtomicU32 {
@@ -136,6 +147,7 @@ mod hooks {
                 Knob::FailRestart => &self.restarts,
                 Knob::AdminTimeoutDelayMs => &self.admin_timeout_delay_ms,
                 Knob::RestartDelayMs => &self.restart_delay_ms,
+                Knob::EffectsDelayMs => &self.effects_delay_ms,
             }
         }
 
@@ -162,6 +174,14 @@ mod hooks {
     /// Sleeps for the milliseconds a delay knob holds (none if 0).
     fn sleep_ms(ms: &AtomicU32) {
         let ms = ms.load(Relaxed);
+        if ms != 0 {
+            fsleep(Delta::from_millis(i64::from(ms)));
+        }
+    }
+
+    /// Sleeps for the milliseconds a one-shot delay knob holds (none if 0), clearing it first.
+    fn sleep_once(ms: &AtomicU32) {
+        let ms = ms.swap(0, Relaxed);
         if ms != 0 {
             fsleep(Delta::from_millis(i64::from(ms)));
         }
@@ -225,5 +245,8 @@ mod none {
 
         #[inline(always)]
         pub(crate) fn delay_restart(&self) {}
+
+        #[inline(always)]
+        pub(crate) fn delay_effects(&self) {}
     }
 }

@@ -358,9 +358,12 @@ impl<'b> Hw<'b> {
         if !self.status.change(State::Live, State::Resetting) {
             return;
         }
+        // Commands taken back before the reset is published: a reset that an I/O timeout
+        // starts as soon as it sees it must find them cancelled, or its restart's `resume`
+        // and `open_users` would come before this `cancel`, leaving them refused for good.
+        self.admin.cancel();
         self.pending_reset
             .store(self.resets().wrapping_add(1).max(1), Relaxed);
-        self.admin.cancel();
         // Without the work (a probe before it started it), the probe fails with the command.
         if let Some(work) = self.admin.events() {
             work.reset_needed();

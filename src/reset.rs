@@ -270,6 +270,7 @@ fn enable_again(hw: &Hw<'_>, nr: u16) -> Result {
         hw.admin.restart()?;
         pci_set_master(hw.pdev);
         hw.enable()?;
+        hw.admin.resume();
         let first = if nr > 0 { hw.set_num_queues(nr) } else { Ok(0) };
         match first {
             Ok(granted) if granted < nr => {

@@ -15,8 +15,12 @@ use crate::{
     hw::{Hw, State},
     ioctl::{DiskIds, DiskLink, NsLink},
     kernel_ext::{
-        block::mq::{DiskRef, NewDisk},
+        block::{
+            bio::FrozenDisks,
+            mq::{DiskRef, NewDisk},
+        },
         chardev::CharDev,
+        sync::MemallocNoio,
     },
     mpath::PathLimits,
     ns::{metadata_mode, servable, Namespace, Serving, Unservable},
@@ -120,7 +124,7 @@ impl<'b> Shared<'b> {
                     "rnvme{inst}n{nsid}: namespace no longer active, removing its disk\n"
                 );
             }
-            if gone || d.data().unusable() || !self.revalidate(&d) {
+            if gone || d.data().unusable() || !self.revalidate(&d, true) {
                 d.data().set_unusable();
                 // Without memory for the list the disk stays, failing I/O, until the next
                 // scan.
@@ -419,7 +423,7 @@ impl<'b> Shared<'b> {
     /// the disk in place. Returns false if the disk must go: the namespace is no longer
     /// valid or its new format is one we cannot serve. A failed Identify keeps the disk as
     /// it is.
-    fn revalidate(&self, d: &DiskRef<'_, 'b, NvmeBlk>) -> bool {
+    fn revalidate(&self, d: &DiskRef<'_, 'b, NvmeBlk>, update_head: bool) -> bool {
         let ns = d.data();
         let (nsid, inst) = (ns.nsid(), self.hw.instance);
         let Ok(data) = self.hw.admin_read(
@@ -479,23 +483,15 @@ impl<'b> Shared<'b> {
             return false;
         }
         let (old_bs, old_mib) = (ns.block_size(), ns.sectors() >> 11);
-        let (id, nvm, cap, dma) = (&self.id, self.nvm.as_ref(), self.hw.cap, self.hw.dma_opt);
-        let mut path = None;
         let updated = d.update(|ns| {
             ns.set_format(&nid);
-            let p = PathLimits {
-                limits: ns.limits(id, nvm, cap, dma, PAGE_SHIFT as u32),
-                sectors: ns.sectors(),
-                read_only: ns.read_only(),
-            };
-            path = Some(p);
+            let p = self.path_limits(ns);
             (p.limits, p.sectors)
         });
         match updated {
             Ok(()) => {
-                // The head follows its path's new format.
-                if let (Some(link), Some(p)) = (ns.head(), path) {
-                    link.update(p);
+                if update_head {
+                    self.update_head(d);
                 }
                 dev_info!(
                     self.hw.dev(),
@@ -516,6 +512,42 @@ impl<'b> Shared<'b> {
         }
     }
 
+    /// What a path disk gives its head: its namespace's limits, size and write protection.
+    fn path_limits(&self, ns: &Namespace<'_>) -> PathLimits {
+        let (id, nvm, cap, dma) = (&self.id, self.nvm.as_ref(), self.hw.cap, self.hw.dma_opt);
+        PathLimits {
+            limits: ns.limits(id, nvm, cap, dma, PAGE_SHIFT as u32),
+            sectors: ns.sectors(),
+            read_only: ns.read_only(),
+        }
+    }
+
+    /// The head follows its path's format (none for a disk of its own). It freezes the
+    /// head: never inside a path's freeze, as C updates its head after the path's.
+    fn update_head(&self, d: &DiskRef<'_, 'b, NvmeBlk>) {
+        let ns = d.data();
+        if let Some(link) = ns.head().filter(|_| !ns.unusable()) {
+            link.update(self.path_limits(ns));
+        }
+    }
+
+    /// The subsystem's head disks frozen (none without a subsystem), as C's
+    /// `nvme_passthru_start`: bios through a head must not take another controller's path
+    /// to a namespace a command here changes. A failure leaves them running, logged.
+    fn freeze_heads(&self, opcode: u8) -> Option<FrozenDisks> {
+        let m = self.subsys.as_ref()?;
+        m.freeze_heads()
+            .inspect_err(|e| {
+                dev_warn!(
+                    self.hw.dev(),
+                    "rnvme{}: head disks not frozen for admin command {opcode:#04x} ({})\n",
+                    self.hw.instance,
+                    e.to_errno()
+                )
+            })
+            .ok()
+    }
+
     /// Runs admin command `opcode` from user space through `f` as its effects (Commands
     /// Supported and Effects, and those the spec makes mandatory) require, as the C
     /// driver's `nvme_passthru_start`/`end`: I/O to every disk frozen around a command
@@ -527,16 +559,33 @@ impl<'b> Shared<'b> {
             let disks = self.disks.lock();
             match disks.as_ref() {
                 Some(ts) => {
-                    let _frozen = ts.freeze_disks();
+                    // Allocations do no I/O until every freeze is gone: each freeze guard
+                    // restores the task's flags as it found them, and the heads' guard is
+                    // dropped before the disks'.
+                    let _noio = MemallocNoio::save();
+                    // The subsystem's heads first, then this controller's disks, as C's
+                    // `nvme_passthru_start`.
+                    let heads = self.freeze_heads(opcode);
+                    let frozen = ts.freeze_disks();
                     let r = f();
-                    if effects::needs_rescan(fx) {
+                    self.hw.admin.faults.delay_effects();
+                    // The heads go on before the revalidation, as C unfreezes them before
+                    // its rescan: their bios wait at the paths, still frozen, and a head
+                    // takes its path's new limits out of every path's freeze.
+                    drop(heads);
+                    let rescan = effects::needs_rescan(fx);
+                    if rescan {
                         // No request may be built in the old format: revalidate before
                         // unfreezing. Disks that must go fail I/O until the scan below.
                         ts.for_each_disk(|d| {
-                            if !self.revalidate(&d) {
+                            if !self.revalidate(&d, false) {
                                 d.data().set_unusable();
                             }
                         });
+                    }
+                    drop(frozen);
+                    if rescan {
+                        ts.for_each_disk(|d| self.update_head(&d));
                     }
                     r
                 }

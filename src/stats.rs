@@ -167,6 +167,7 @@ impl DebugDir {
             (c"fail_restart", Knob::FailRestart),
             (c"admin_timeout_delay_ms", Knob::AdminTimeoutDelayMs),
             (c"restart_delay_ms", Knob::RestartDelayMs),
+            (c"effects_delay_ms", Knob::EffectsDelayMs),
         ];
         for (name, knob) in knobs {
             let file = self.dir.read_write_callback_file(

@@ -166,8 +166,8 @@ decode_off_reset rnvme /dev/rnvme0 /dev/rnvme0n1 /sys/class/misc/rnvme0/state
 decode_off_reset nvme /dev/nvme0 /dev/nvme0n1 /sys/class/nvme/nvme0/state
 
 # --- a reset beside a command whose doorbell was lost -----------------------------------
-# A user admin command (Identify, 20 s timeout) sent while a reset holds its restart (debugfs
-# restart_delay_ms, 3 s: the controller answers admin commands, its I/O queues are not back)
+# A user admin command (Identify, 30 s timeout) sent while a reset holds its restart (debugfs
+# restart_delay_ms, 8 s: the controller answers admin commands, its I/O queues are not back)
 # and Memory Space is off for a second: the controller misses its doorbell. The reset goes
 # on beside it and is done in seconds, as C's, whose admin commands are tags of a blk-mq
 # queue that wait for nobody; its next doorbell write covers the command's entry too, which
@@ -179,7 +179,7 @@ lost_user_command() {
 	local rpid upid rc t0 took
 	pci=$(bound_to rnvme | head -1)
 	cmd=$(pci_command "$pci")
-	echo 3000 >$dbg/restart_delay_ms
+	echo 8000 >$dbg/restart_delay_ms
 	t0=$(now_s)
 	nvme reset /dev/rnvme0 >/tmp/lr.out 2>&1 &
 	rpid=$!
@@ -187,16 +187,19 @@ lost_user_command() {
 		sh -c "[ \"\$(cat $dbg/restart_delay_ms)\" = 0 ]"
 	pci_command "$pci" $((cmd & ~2))
 	nvme admin-passthru /dev/rnvme0 --opcode=6 --cdw10=1 --data-len=4096 --read \
-		--timeout=20000 >/tmp/lu.out 2>&1 &
+		--timeout=30000 >/tmp/lu.out 2>&1 &
 	upid=$!
 	sleep 1
+	# Still waiting: the controller did not see it (else the test shows nothing).
+	if kill -0 $upid 2>/dev/null; then pass lost_command_waits
+	else fail lost_command_waits "it ended with Memory Space off: $(tail -1 /tmp/lu.out)"; fi
 	pci_command "$pci" "$cmd"
 	wait $rpid
 	rc=$?
 	took=$(awk -v a="$t0" -v b="$(now_s)" 'BEGIN { printf "%d", b - a }')
 	expect_eq reset_beside_lost_command "0 " "$rc $(cat /tmp/lr.out)"
-	if [ "$took" -lt 12 ]; then pass reset_not_behind_lost_command
-	else fail reset_not_behind_lost_command "the reset took ${took}s (the command's timeout: 20 s)"; fi
+	if [ "$took" -lt 20 ]; then pass reset_not_behind_lost_command
+	else fail reset_not_behind_lost_command "the reset took ${took}s (its hold: 8 s; the command's timeout: 30 s)"; fi
 	wait $upid
 	rc=$?
 	# Identify Controller's data starts with the PCI vendor id (QEMU's: 1b36).

@@ -239,9 +239,7 @@ path_faults() {
 # fio writes through the head while one controller formats the shared namespace (to the
 # LBA format it has) and the head's bios go to the other controller's path (numa: the one
 # in use; the format is sent through the other): fio ends without an error and the head's
-# data verify afterwards, as C's. (C also freezes its heads for the format,
-# nvme_mpath_start_freeze; rnvme does not yet, and QEMU formats at once, so the difference
-# cannot be seen here.)
+# data verify afterwards, as C's.
 # format_under_head_io DRIVER CHARDEV HEAD
 format_under_head_io() {
 	local drv=$1 ctrl=$2 head=$3 w0 f rc
@@ -261,6 +259,26 @@ format_under_head_io() {
 k=$(numa_path)
 case $k in 0 | 1) ;; *) echo "numa path: $k"; k=0 ;; esac
 format_under_head_io rnvme /dev/rnvme$((1 - k)) /dev/rnvme0n1
+# The format's window held open (debugfs effects_delay_ms: the namespaces stay frozen 6 s
+# once the controller answered): a read through the head waits for it, as C freezes its
+# heads for the command (nvme_mpath_start_freeze), instead of reaching the namespace through
+# the other controller's path meanwhile. rnvme used to freeze only the formatting
+# controller's own disks. (QEMU formats at once, and C has no hold: rnvme only.)
+dbg=/sys/kernel/debug/rnvme$((1 - k))
+echo 6000 >$dbg/effects_delay_ms
+nvme format /dev/rnvme$((1 - k)) -n 1 -l 0 -f >/tmp/fmtw.out 2>&1 &
+fp=$!
+check format_window_held wait_for 10 sh -c "[ \"\$(cat $dbg/effects_delay_ms)\" = 0 ]"
+# The read's time: at least half the window (a read through a path runs in milliseconds).
+t0=$(now_s)
+dd if=/dev/rnvme0n1 of=/dev/null bs=4k count=1 iflag=direct 2>/dev/null
+rc=$?
+took=$(awk -v a="$t0" -v b="$(now_s)" 'BEGIN { printf "%.1f", b - a }')
+wait $fp
+expect_eq format_in_window 0 "$?"
+expect_eq head_read_after_format 0 "$rc"
+if awk -v t="$took" 'BEGIN { exit !(t >= 3) }'; then pass head_read_waits_for_format
+else fail head_read_waits_for_format "the read through the head took ${took}s of the format's 6 s window"; fi
 # C's (numa too): the controller of the path of namespace 1 a read burst does not use
 # (nvme<S>c<C>n1 is controller C's).
 set -- $(for d in $(ls /sys/block | grep -E '^nvme[0-9]+c[0-9]+n'); do

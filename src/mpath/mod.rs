@@ -27,7 +27,7 @@ use crate::{
     ioctl::{CtrlLink, DiskIds},
     kernel_ext::{
         block::{
-            bio::{BioList, DiskHandle},
+            bio::{BioList, DiskHandle, FrozenDisks},
             bio_disk::BioDisk,
         },
         spinlock::new_spinlock_irqsave,
@@ -259,6 +259,26 @@ impl Membership {
         let link = self.link(head.clone())?;
         s.heads.push(head, GFP_KERNEL)?;
         Ok(link)
+    }
+
+    /// Freezes the head disks of this controller's subsystem until the guard is dropped,
+    /// on this task: a command that must run alone on the namespaces (Format NVM, Sanitize)
+    /// is not raced by bios that enter a head and take another controller's path (C's
+    /// `nvme_mpath_start_freeze` and `nvme_mpath_wait_freeze`). The registry's lock is held
+    /// only to collect the disks, not while they drain.
+    pub(crate) fn freeze_heads(&self) -> Result<FrozenDisks> {
+        let mut disks = KVec::new();
+        {
+            let subs = SUBSYSTEMS.lock();
+            if let Some(s) = subs.iter().find(|s| s.nqn == self.nqn) {
+                for h in s.heads.iter() {
+                    if let Some(d) = h.disk.lock().as_ref() {
+                        disks.push(d.handle(), GFP_KERNEL)?;
+                    }
+                }
+            }
+        }
+        Ok(DiskHandle::freeze_all(disks))
     }
 
     fn link(&self, head: Arc<Head>) -> Result<HeadLink> {

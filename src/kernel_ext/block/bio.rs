@@ -12,8 +12,9 @@
 //! touches freed memory.
 
 use super::mq::{BlkStatus, Operations, Owned};
+use crate::kernel_ext::sync::MemallocNoio;
 use core::ptr::{null_mut, NonNull};
-use kernel::bindings;
+use kernel::{alloc::KVec, bindings};
 
 /// `REQ_NOWAIT` and `REQ_POLLED` (include/linux/blk_types.h; `__force` casts bindgen cannot
 /// evaluate).
@@ -54,6 +55,42 @@ impl DiskHandle {
     fn part0(&self) -> *mut bindings::block_device {
         // SAFETY: the disk stays allocated while this handle lives (invariant).
         unsafe { (*self.disk.as_ptr()).part0 }
+    }
+
+    /// Freezes the queues of `disks` (every freeze started first, so they drain together),
+    /// until the returned guard is dropped on this task: what entered them has left, and new
+    /// bios and requests wait at their entrance (C's `nvme_mpath_start_freeze` and
+    /// `nvme_mpath_wait_freeze` on its heads). A disk removed meanwhile stays allocated (the
+    /// handles) and is unfrozen all the same. Allocations by this task do no I/O meanwhile.
+    /// Upstream candidate.
+    pub(crate) fn freeze_all(disks: KVec<DiskHandle>) -> FrozenDisks {
+        let noio = MemallocNoio::save();
+        for d in disks.iter() {
+            // SAFETY: the handle keeps the disk and its queue allocated (invariant);
+            // unfrozen by `FrozenDisks::drop` on this task, the freeze's lockdep owner.
+            unsafe { bindings::blk_freeze_queue_start((*d.disk.as_ptr()).queue) };
+        }
+        for d in disks.iter() {
+            // SAFETY: as above; the freeze was started.
+            unsafe { bindings::blk_mq_freeze_queue_wait((*d.disk.as_ptr()).queue) };
+        }
+        FrozenDisks { disks, _noio: noio }
+    }
+}
+
+/// Disks frozen by [`DiskHandle::freeze_all`]; unfrozen when dropped, on the task that froze
+/// them (the guard is not `Send`). Upstream candidate.
+pub(crate) struct FrozenDisks {
+    disks: KVec<DiskHandle>,
+    _noio: MemallocNoio,
+}
+
+impl Drop for FrozenDisks {
+    fn drop(&mut self) {
+        for d in self.disks.iter() {
+            // SAFETY: frozen by `freeze_all` on this task; the handle keeps the queue.
+            unsafe { bindings::blk_mq_unfreeze_queue_nomemrestore((*d.disk.as_ptr()).queue) };
+        }
     }
 }
 

@@ -391,26 +391,17 @@ impl<'s, 'a, T: Operations> DiskRef<'s, 'a, T> {
     }
 }
 
-/// Sets the feature bits `set` and clears those of `clear` in the queue's limits, committed
-/// as [`commit_limits`] does.
+/// Sets the feature bits `set` and clears those of `clear` in the queue's limits.
 ///
 /// # Safety
 ///
 /// `q` is a live request queue.
 unsafe fn update_features(q: *mut bindings::request_queue, set: u32, clear: u32) -> Result {
-    // SAFETY: `q` is live; the limits are read under `limits_lock`, which
-    // `queue_limits_commit_update` releases (`queue_limits_start_update` is inline).
-    let ret = unsafe {
-        bindings::mutex_lock(&raw mut (*q).limits_lock);
-        let mut lim = core::ptr::read(&raw const (*q).limits);
-        lim.features = (lim.features & !clear) | set;
-        bindings::queue_limits_commit_update(q, &mut lim)
-    };
-    kernel::error::to_result(ret)
+    // SAFETY: `q` is live (the caller's guarantee).
+    unsafe { update_limits(q, |lim| lim.features = (lim.features & !clear) | set) }
 }
 
-/// Applies `limits` to the queue's limits and commits them (`queue_limits_start_update`,
-/// then `queue_limits_commit_update`).
+/// Applies `limits` to the queue's limits and commits them.
 ///
 /// # Safety
 ///
@@ -419,12 +410,27 @@ pub(in crate::kernel_ext::block) unsafe fn commit_limits(
     q: *mut bindings::request_queue,
     limits: Limits,
 ) -> Result {
-    // SAFETY: `q` is live; the limits are read under `limits_lock`, which
-    // `queue_limits_commit_update` releases (`queue_limits_start_update` is inline).
+    // SAFETY: `q` is live (the caller's guarantee).
+    unsafe { update_limits(q, |lim| limits.apply(lim)) }
+}
+
+/// Changes the queue's limits with `f` and commits them (`queue_limits_start_update`, which
+/// is inline, then `queue_limits_commit_update`, which validates them and releases
+/// `limits_lock`). Upstream candidate for `kernel::block::mq`.
+///
+/// # Safety
+///
+/// `q` is a live request queue.
+unsafe fn update_limits(
+    q: *mut bindings::request_queue,
+    f: impl FnOnce(&mut bindings::queue_limits),
+) -> Result {
+    // SAFETY: `q` is live; the limits are read and written under `limits_lock`, which
+    // `queue_limits_commit_update` releases.
     let ret = unsafe {
         bindings::mutex_lock(&raw mut (*q).limits_lock);
         let mut lim = core::ptr::read(&raw const (*q).limits);
-        limits.apply(&mut lim);
+        f(&mut lim);
         bindings::queue_limits_commit_update(q, &mut lim)
     };
     kernel::error::to_result(ret)
