@@ -12,7 +12,7 @@
 #   BENCH_RUNTIME=2      seconds per fio run
 #   BENCH_QUICK=1        2 repetitions of 1 s, fewer sweep points: a smoke run
 #   BENCH_OUT=out/bench  where the console log, JSON, table and plot go
-#   BENCH_PUBLISH=1      also copy the run (table, plot, JSON) to bench/results/, the table into README.md
+#   BENCH_PUBLISH=1      also copy the run (table, plot, JSON) to bench/results/, the table into docs/benchmark.md
 #   BENCH_RNVME_ARGS=    extra rnvme module parameters (to measure an option against C)
 #   BENCH_C_ARGS=        extra nvme (C driver) module parameters (the same option on C)
 #   BENCH_COST_ONLY=1    only the counted cost per I/O (the cost VM, a few minutes)
@@ -112,7 +112,7 @@ echo "$MACHINE" >"$OUT/machine.txt"
 say "results: $OUT/results.json, $OUT/table.md$([ ! -f "$OUT/sweeps.png" ] || echo ", $OUT/sweeps.png")"
 
 if [ -n "${BENCH_PUBLISH:-}" ] && [ -z "${BENCH_COST_ONLY:-}${BENCH_ONLY:-}" ] && [ $status -eq 0 ]; then
-	# The base kernel's results are the README's main table; the inline kernel's its own.
+	# The base kernel's results are docs/benchmark.md's main table; the inline kernel's its own.
 	tag=bench
 	[ "$KFLAVOUR" = base ] || tag=bench-$KFLAVOUR
 	results=bench/results$([ "$KFLAVOUR" = base ] || echo "-$KFLAVOUR")
@@ -124,20 +124,20 @@ if [ -n "${BENCH_PUBLISH:-}" ] && [ -z "${BENCH_COST_ONLY:-}${BENCH_ONLY:-}" ] &
 	for f in sweeps.png sweep-bs.dat sweep-qd.dat; do
 		[ ! -f "$OUT/$f" ] || cp "$OUT/$f" "$RNVME_ROOT/$results/"
 	done
-	python3 - "$RNVME_ROOT/README.md" "$OUT/table.md" "$MACHINE" "$(date -u +%Y-%m-%d)" \
+	python3 - "$RNVME_ROOT/docs/benchmark.md" "$OUT/table.md" "$MACHINE" "$(date -u +%Y-%m-%d)" \
 		"$tag" "$results" "make bench$([ "$KFLAVOUR" = base ] || echo " BENCH_KERNEL=$KFLAVOUR")" <<'PY'
 import re, sys
-readme, table, machine, day, tag, results, command = sys.argv[1:]
-text = open(readme).read()
+doc, table, machine, day, tag, results, command = sys.argv[1:]
+text = open(doc).read()
 block = (f"<!-- {tag}-begin -->\nMeasured {day} on {machine}, with `{command}`.\n\n"
-         + open(table).read() + f"\n![sweeps]({results}/sweeps.png)\n<!-- {tag}-end -->")
+         + open(table).read() + f"\n![sweeps](../{results}/sweeps.png)\n<!-- {tag}-end -->")
 new, n = re.subn(f"<!-- {tag}-begin -->.*<!-- {tag}-end -->", lambda m: block, text, flags=re.S)
 if n:
-    open(readme, "w").write(new)
+    open(doc, "w").write(new)
 else:
-    print(f"README.md has no <!-- {tag}-begin --> block: table not published there",
+    print(f"docs/benchmark.md has no <!-- {tag}-begin --> block: table not published there",
           file=sys.stderr)
 PY
-	say "published to bench/results/ and README.md"
+	say "published to bench/results/ and docs/benchmark.md"
 fi
 exit $status

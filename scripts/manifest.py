@@ -16,7 +16,7 @@
         prints MANIFEST with the sections of every scenario the SEEN files (of partial
         runs) reported replaced by what they reported, in order; new scenarios go last.
     scripts/manifest.py table MANIFEST
-        prints the README's table of scenarios and their test counts.
+        prints the table of scenarios and their test counts (docs/testing.md's).
 
 The manifest's format: `[scenario]` starts a scenario, each other non-empty line not
 starting with `#` is a test name.

@@ -83,13 +83,30 @@ long=$(find "$RNVME_ROOT/src" "$RNVME_ROOT/rnvme.rs" -name '*.rs' -exec wc -l {}
 if [ -z "$long" ]; then ok "docs: no source file over 700 lines"
 else bad "docs: no source file over 700 lines" "$long"; fi
 
-# The README's table of scenarios and test counts is the manifest's.
+# docs/testing.md's table of scenarios and test counts is the manifest's.
 if diff <(python3 "$RNVME_ROOT/scripts/manifest.py" table "$MANIFEST") \
-	<(sed -n '/<!-- manifest-begin -->/,/<!-- manifest-end -->/p' "$RNVME_ROOT/README.md" |
-		grep '^|') >"$LOGS/readme-table.diff" 2>&1; then
-	ok "docs: README scenario table matches the manifest"
+	<(sed -n '/<!-- manifest-begin -->/,/<!-- manifest-end -->/p' "$RNVME_ROOT/docs/testing.md" |
+		grep '^|') >"$LOGS/docs-table.diff" 2>&1; then
+	ok "docs: scenario table in docs/testing.md matches the manifest"
 else
-	bad "docs: README scenario table matches the manifest" "$(head -5 "$LOGS/readme-table.diff")"
+	bad "docs: scenario table in docs/testing.md matches the manifest" "$(head -5 "$LOGS/docs-table.diff")"
+fi
+
+# ARCHITECTURE.md, README.md and docs/ against the code: the unsafe count, the items named,
+# the test and mutant counts, the parameter table (scripts/docs-check.py).
+python3 "$RNVME_ROOT/scripts/docs-check.py" >"$LOGS/docs-check.log" 2>&1
+status=$?
+while IFS= read -r line; do
+	case $line in
+	"PASS "*) ok "docs: ${line#PASS }" ;;
+	"FAIL "*)
+		rest=${line#FAIL }
+		bad "docs: ${rest%%: *}" "${rest#*: }"
+		;;
+	esac
+done <"$LOGS/docs-check.log"
+if [ $status -ne 0 ] && ! grep -q '^FAIL ' "$LOGS/docs-check.log"; then
+	bad "docs: docs-check.py ran" "$(tail -3 "$LOGS/docs-check.log")"
 fi
 
 # --- VM scenarios ----------------------------------------------------------------------

@@ -12,7 +12,7 @@ use core::{
     marker::PhantomData,
     // Per-request state is written by one CPU at a time, handed over by blk-mq's own
     // ordering; core's atomics compile to plain loads and stores, where the LKMM ones go
-    // through out-of-line C helpers (measured in the README's optimisation table).
+    // through out-of-line C helpers (measured in docs/history.md).
     ops::Deref,
     sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering::Relaxed},
 };
