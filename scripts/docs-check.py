@@ -227,6 +227,23 @@ def check_mutants():
     return bad
 
 
+def check_mutants_apply():
+    """Every planted bug's `from` occurs exactly once in its file: one that no longer applies
+    would be reported by `make mutants` as an error, not planted, and tests nothing."""
+    with open(os.path.join(ROOT, "scripts", "mutants.toml"), "rb") as f:
+        mutants = tomllib.load(f)["mutant"]
+    bad = []
+    for m in mutants:
+        path = os.path.join(ROOT, m["file"])
+        if not os.path.exists(path):
+            bad.append(f"{m['name']}: no {m['file']}")
+            continue
+        n = read(m["file"]).count(m["from"])
+        if n != 1:
+            bad.append(f"{m['name']}: its text occurs {n} times in {m['file']}")
+    return bad
+
+
 def parameter_table():
     """README.md's parameter table (the one whose header starts `| parameter |`):
     {name: default}."""
@@ -273,6 +290,7 @@ CHECKS = [
     ("every Rust item ARCHITECTURE.md names exists in the code", check_architecture_names),
     ("test counts in README.md and docs are the manifest's", check_test_counts),
     ("mutant counts and the mutant table are scripts/mutants.toml's", check_mutants),
+    ("every planted bug of scripts/mutants.toml applies to the tree once", check_mutants_apply),
     ("module parameters in README.md are the code's, with their defaults",
      check_parameters),
 ]
