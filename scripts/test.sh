@@ -616,7 +616,8 @@ for flavour in $FLAVOURS; do
 	run_vm "uring-$flavour" "$flavour" --ctrls 2 --backend image --size 64M --timeout $T \
 		-- "SIZE=$URING_SIZE sh /guest/uring.sh"
 	# Namespace attach/detach: asynchronous events add and remove disks.
-	run_vm "aen-$flavour" "$flavour" --ctrls 1 --ns 2 --subsys --detached 2 \
+	run_vm "aen-$flavour" "$flavour" --ctrls 1 --ns 3 --subsys --detached 2 --detached 3 \
+		--slow-ns 3 --slow-ms 3000 \
 		--backend image --image-dir "$img/aen" --size 64M --timeout $T -- 'sh /guest/aen.sh'
 	# Controller limits (DMRSL, DMRL, WZSL) against the C driver; a whole-disk discard.
 	run_vm "limits-$flavour" "$flavour" --ctrls 2 --size 8G --timeout $T -- 'sh /guest/limits.sh'

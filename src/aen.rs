@@ -193,7 +193,7 @@ impl Shared<'_> {
     /// fails at once, file systems on it shut down) instead of leaving full-size disks
     /// that fail every I/O. They stay until the device is unbound.
     pub(crate) fn mark_disks_dead(&self) {
-        if let Some(ts) = Option::as_mut(&mut *self.disks.lock()) {
+        if let Some(ts) = self.disks.as_ref() {
             let n = ts.mark_disks_dead();
             dev_warn!(
                 self.hw.dev(),

@@ -48,14 +48,13 @@ use crate::{
 use kernel::{
     device::{Bound, Core},
     dma::{self, DmaMask},
-    new_mutex,
     page::PAGE_SHIFT,
     pci,
     prelude::*,
     str::CString,
     sync::{
         atomic::{Atomic, Full, Relaxed},
-        Arc, Mutex,
+        Arc,
     },
     types::ForLt,
 };
@@ -126,11 +125,11 @@ impl Drop for Instance {
 #[pin_data]
 pub(crate) struct Shared<'b> {
     pub(crate) queues: Queues<'b>,
-    /// The disks (`None`: no I/O queues). Held by scans, passthrough and system sleep while
-    /// they wait for I/O: never needed by what ends I/O (timeouts, resets, removal's
-    /// give-up, the PCI core's holds), which use [`Self::tagset`].
-    #[pin]
-    pub(crate) disks: Mutex<Option<Disks<'b, NvmeBlk>>>,
+    /// The disks (`None`: no I/O queues). Their scan lock is held by scans, Format NVM and
+    /// system sleep while they wait for I/O; lookups (passthrough, ioctls, a dead
+    /// controller's marking) take no lock. What ends I/O (timeouts, resets, removal's
+    /// give-up, the PCI core's holds) uses [`Self::tagset`].
+    pub(crate) disks: Option<Pin<KBox<Disks<'b, NvmeBlk>>>>,
     /// The tag set over the I/O queues (`None`: none), never changed after probe: error
     /// recovery quiesces and cancels through it without a lock.
     pub(crate) tagset: Option<Arc<TagSet<'b, NvmeBlk>>>,
@@ -415,7 +414,10 @@ impl<'b> Shared<'b> {
             _: { params::inject(hw.dev(), 6)? },
             queues: Queues::new(hw, id, faults, irq)?,
             tagset: queues.tag_set()?,
-            disks <- new_mutex!(tagset.clone().map(Disks::new)),
+            disks: tagset
+                .clone()
+                .map(|ts| KBox::pin_init(Disks::new(ts), GFP_KERNEL))
+                .transpose()?,
             link: link.clone(),
         })
     }
@@ -429,8 +431,8 @@ impl<'b> Shared<'b> {
                 reset::give_up(&ts.handle(), "removed while held");
             }
         }
-        if let Some(disks) = Option::as_mut(&mut *self.disks.lock()) {
-            disks.remove_disks();
+        if let Some(disks) = self.disks.as_ref() {
+            disks.scan().remove_disks();
         }
     }
 
@@ -462,28 +464,25 @@ impl<'b> Shared<'b> {
     }
 
     /// A counted reference to the disk of namespace `key`, if it has one (C's
-    /// `nvme_find_get_ns`): the disks' lock is held only to find it.
+    /// `nvme_find_get_ns`), without waiting for a scan.
     pub(crate) fn get_disk(&self, key: NsKey) -> Option<DiskArc<'b, NvmeBlk>> {
-        let disks = self.disks.lock();
-        disks.as_ref()?.get_disk(|ns| key.matches(ns.key()))
+        self.disks.as_ref()?.get_disk(|ns| key.matches(ns.key()))
     }
 
     /// log2 of namespace `key`'s block size and its metadata format, if it has a disk.
     pub(crate) fn ns_format(&self, key: NsKey) -> Option<(u32, Option<Metadata>)> {
-        let disks = self.disks.lock();
-        let ts = disks.as_ref()?;
-        let d = ts.find_disk(|ns| key.matches(ns.key()))?;
-        Some((d.data().lba_shift(), d.data().metadata().copied()))
+        self.disks.as_ref()?.with_disk(
+            |ns| key.matches(ns.key()),
+            |d| (d.data().lba_shift(), d.data().metadata().copied()),
+        )
     }
 
     /// Metadata bytes per block of namespace `key`'s metadata buffers (0: none), if it has
     /// a disk.
     pub(crate) fn integrity_size(&self, key: NsKey) -> Option<u8> {
-        let disks = self.disks.lock();
-        disks
-            .as_ref()
-            .and_then(|ts| ts.find_disk(|ns| key.matches(ns.key())))
-            .map(|d| d.data().integrity_size())
+        self.disks
+            .as_ref()?
+            .with_disk(|ns| key.matches(ns.key()), |d| d.data().integrity_size())
     }
 }
 

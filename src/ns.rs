@@ -25,6 +25,7 @@ use kernel::{
     page::PAGE_SIZE,
     pci,
     prelude::*,
+    sync::SetOnce,
 };
 
 /// Largest transfer we issue: one PRP list page describes 512 pages after the first.
@@ -161,8 +162,9 @@ pub(crate) struct Namespace<'b> {
     crdt: [u16; 3],
     /// The controller's quirks.
     quirks: Quirks,
-    /// The namespace's generic character device (`/dev/rng<C>n<N>`), removed with the disk.
-    generic: Option<Pin<KBox<CharDev<NsChar>>>>,
+    /// The namespace's generic character device (`/dev/rng<C>n<N>`), registered once its
+    /// disk is listed (a command through it finds the disk), removed with the disk.
+    generic: SetOnce<Pin<KBox<CharDev<NsChar>>>>,
     /// A zoned namespace's zones (`None`: not zoned). Fixed for the disk's life: a zoned
     /// namespace whose zones change gets a new disk.
     zoned: Option<Zoned>,
@@ -212,7 +214,7 @@ impl<'b> Namespace<'b> {
             sgl: ctrl.supports_sgl(),
             crdt: ctrl.crdt,
             quirks,
-            generic: None,
+            generic: SetOnce::new(),
             zoned,
             meta: (meta.ms != 0).then_some(meta),
             integrity: match metadata_mode(&meta) {
@@ -289,9 +291,10 @@ impl<'b> Namespace<'b> {
         self.io_boundary.store(u32::from(id.noiob), Relaxed);
     }
 
-    /// Gives the namespace its generic character device, which goes with it.
-    pub(crate) fn set_generic(&mut self, dev: Pin<KBox<CharDev<NsChar>>>) {
-        self.generic = Some(dev);
+    /// Gives the namespace its generic character device, which goes with it (once: a
+    /// second one is dropped).
+    pub(crate) fn set_generic(&self, dev: Pin<KBox<CharDev<NsChar>>>) {
+        self.generic.populate(dev);
     }
 
     /// Fails I/O from now on: the namespace can no longer be served.

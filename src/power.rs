@@ -71,12 +71,12 @@ impl Controller<'_> {
     /// a normal shutdown, as C's simple suspend. Requests wait (holding no tag) until
     /// [`Self::resume`].
     pub(crate) fn suspend(&self) -> Result {
-        // The disks' lock keeps scans from adding a disk between the freeze and the hold;
+        // The scan lock keeps scans from adding a disk between the freeze and the hold;
         // the I/O the freeze waits for never needs it (recovery uses the tag set).
-        let mut disks = self.shared.disks.lock();
-        match (Option::as_mut(&mut *disks), self.shared.tagset.as_ref()) {
+        match (self.shared.disks.as_ref(), self.shared.tagset.as_ref()) {
             (Some(disks), Some(ts)) => {
-                disks.freeze_disks_non_owner();
+                let mut scan = disks.scan();
+                scan.freeze_disks_non_owner();
                 reset::hold(&ts.handle(), Halt::Shutdown, "system sleep");
             }
             _ => self.hw.shutdown(),
@@ -88,16 +88,15 @@ impl Controller<'_> {
     /// rescan of the namespaces, and the waiting requests go on. A controller that does not
     /// come back is dead (its disks are marked dead); the system resumes anyway.
     pub(crate) fn resume(&self) -> Result {
-        let mut disks = self.shared.disks.lock();
-        let back = match (Option::as_mut(&mut *disks), self.shared.tagset.as_ref()) {
+        let back = match (self.shared.disks.as_ref(), self.shared.tagset.as_ref()) {
             (Some(disks), Some(ts)) => {
+                let mut scan = disks.scan();
                 let back = reset::release(&ts.handle(), "resume");
-                disks.unfreeze_disks_non_owner();
+                scan.unfreeze_disks_non_owner();
                 back
             }
             _ => reset::restart_admin(&self.hw),
         };
-        drop(disks);
         if back.is_ok() {
             self.events.rescan_needed();
         }

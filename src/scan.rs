@@ -105,10 +105,10 @@ impl<'b> Shared<'b> {
     /// namespaces that are gone, identifies new ones and adds a disk for each we can serve.
     /// Used at probe and by rescans (ioctl, namespace-changed events).
     pub(crate) fn scan_namespaces(&self) -> Result {
-        let mut disks = self.disks.lock();
-        let Some(ts) = Option::as_mut(&mut *disks) else {
+        let Some(disks) = self.disks.as_ref() else {
             return Ok(());
         };
+        let mut ts = disks.scan();
         let id = &self.id;
         let inst = self.hw.instance;
         let active = active_namespaces(&self.hw, id)?;
@@ -220,23 +220,6 @@ impl<'b> Shared<'b> {
             };
             let (cap, dma) = (self.hw.cap, self.hw.dma_opt);
             let limits = ns.limits(id, self.nvm.as_ref(), cap, dma, PAGE_SHIFT as u32);
-            // The generic device goes with the namespace's disk (dropped with it); a
-            // namespace without one still gets its disk.
-            let link = Arc::new(
-                NsLink {
-                    ctrl: self.link.clone(),
-                    ns: ns.key(),
-                },
-                GFP_KERNEL,
-            )?;
-            match CharDev::register(fmt!("rng{inst}n{nsid}"), self.hw.dev(), link) {
-                Ok(dev) => ns.set_generic(dev),
-                Err(e) => dev_warn!(
-                    self.hw.dev(),
-                    "rnvme{inst}n{nsid}: no generic character device ({})\n",
-                    e.to_errno()
-                ),
-            }
             // A hidden disk has no capacity to show (as C's).
             let (sectors, bs) = (if hidden { 0 } else { ns.sectors() }, ns.block_size());
             let zeroes = ns.deallocate_reads_zeroes();
@@ -286,6 +269,29 @@ impl<'b> Shared<'b> {
                     e.to_errno()
                 );
                 continue;
+            }
+            // The generic device goes with the namespace's disk (dropped with it), once the
+            // disk is listed, as C's order: a command through it finds the disk. A
+            // namespace without one still has its disk.
+            if let Some(d) = ts.find_disk(|ns| ns.nsid() == nsid) {
+                let link = Arc::new(
+                    NsLink {
+                        ctrl: self.link.clone(),
+                        ns: d.data().key(),
+                    },
+                    GFP_KERNEL,
+                )
+                .map_err(Error::from);
+                match link
+                    .and_then(|l| CharDev::register(fmt!("rng{inst}n{nsid}"), self.hw.dev(), l))
+                {
+                    Ok(dev) => d.data().set_generic(dev),
+                    Err(e) => dev_warn!(
+                        self.hw.dev(),
+                        "rnvme{inst}n{nsid}: no generic character device ({})\n",
+                        e.to_errno()
+                    ),
+                }
             }
             if hidden {
                 continue;
@@ -556,9 +562,11 @@ impl<'b> Shared<'b> {
     pub(crate) fn with_effects<R>(&self, opcode: u8, f: impl FnOnce() -> R) -> R {
         let fx = effects::admin_effects(self.effects.as_deref(), opcode);
         let r = if effects::needs_freeze(fx) {
-            let disks = self.disks.lock();
-            match disks.as_ref() {
-                Some(ts) => {
+            match self.disks.as_ref() {
+                Some(disks) => {
+                    // The scan lock across the command, as C's `nvme_passthru_start`: no
+                    // disk comes or goes while they are frozen.
+                    let ts = disks.scan();
                     // Allocations do no I/O until every freeze is gone: each freeze guard
                     // restores the task's flags as it found them, and the heads' guard is
                     // dropped before the disks'.

@@ -6,12 +6,13 @@
 . /guest/lib.sh
 R=/dev/rnvme0
 
-# attach|detach through a raw admin command: nvme-cli's attach-ns may also ask for a rescan,
-# which would hide a missing event.
+# ns_attach SEL [NSID]: attach (SEL 0) or detach (1) namespace NSID (default 2) through a
+# raw admin command: nvme-cli's attach-ns may also ask for a rescan, which would hide a
+# missing event.
 ns_attach() {
 	printf '\001\000\000\000' >/tmp/cl
 	dd if=/dev/zero bs=4092 count=1 >>/tmp/cl 2>/dev/null
-	nvme admin-passthru $R -o 0x15 -n 2 --cdw10="$1" -l 4096 -w -i /tmp/cl >/dev/null
+	nvme admin-passthru $R -o 0x15 -n "${2:-2}" --cdw10="$1" -l 4096 -w -i /tmp/cl >/dev/null
 }
 events() { dmesg | grep -c 'asynchronous event: namespace attribute changed'; }
 
@@ -21,7 +22,8 @@ check insmod insmod /lib/rnvme.ko multipath=0
 require_disk disk_ready ${R}n1
 check detached_namespace_has_no_disk test ! -e ${R}n2
 check detached_namespace_has_no_generic_device test ! -e /dev/rng0n2
-expect_eq allocated_namespaces_listed "$(printf '[   0]:0x1\n[   1]:0x2')" "$(nvme list-ns $R -a)"
+expect_eq allocated_namespaces_listed "$(printf '[   0]:0x1\n[   1]:0x2\n[   2]:0x3')" \
+	"$(nvme list-ns $R -a)"
 
 check attach_command ns_attach 0
 check event_adds_disk wait_for 10 disk_live ${R}n2
@@ -78,6 +80,34 @@ check disk_found_during_restart_live wait_for 10 disk_live ${R}n2
 check disk_found_during_restart_reads sh -c "dd if=${R}n2 bs=1M count=4 iflag=direct 2>/dev/null | cmp - /tmp/p"
 check disk_found_during_restart_writes dd if=/tmp/p of=${R}n2 bs=1M oflag=direct conv=fsync
 expect_eq no_unquiesce_warning 0 "$(dmesg | grep -c 'blk_mq_unquiesce_queue')"
+
+# A scan waiting for I/O holds up no lookup. Namespace 3 answers each read after 3 s
+# (null-co latency): adding its disk (the partition table's reads) keeps the scan lock for
+# seconds. Meanwhile a passthrough read of namespace 1 through its block device (which
+# looks its disk up) and a command naming a namespace that has no disk answer at once, as
+# C's, which reads its namespace list under SRCU. rnvme used to wait for the whole scan.
+ns_attach 0 3 >/tmp/attach3.out 2>&1 &
+apid=$!
+check slow_disk_being_added wait_for 20 test -e /sys/block/rnvme0n3
+t0=$(now_s)
+r1=$(uring-cmd -i ${R}n1 read 2>&1)
+t1=$(now_s)
+r2=$(uring-cmd -i $R nsid 2>&1)
+t2=$(now_s)
+if kill -0 $apid 2>/dev/null; then scan=running; else scan=over; fi
+expect_eq lookup_beside_slow_scan "res=0 res2=0" "$r1"
+expect_eq missing_ns_beside_slow_scan "res=-22 res2=0" "$r2"
+# The control: both ran inside the scan (the attach command returns after its rescan).
+expect_eq lookups_inside_slow_scan running "$scan"
+took=$(awk -v a="$t0" -v b="$t2" 'BEGIN { printf "%.1f", b - a }')
+if awk -v t="$took" 'BEGIN { exit !(t < 1.5) }'; then pass lookups_not_behind_scan
+else fail lookups_not_behind_scan "the two commands took ${took}s beside the scan"; fi
+wait $apid
+expect_eq slow_ns_attached 0 "$?"
+check slow_disk_added wait_for 60 disk_live ${R}n3
+check slow_ns_detach ns_attach 1 3
+check slow_disk_removed wait_for 60 test ! -e ${R}n3
+
 image_write host_image ${R}n1 0 1
 check rmmod rmmod rnvme
 finish

@@ -269,6 +269,17 @@ echo 6000 >$dbg/effects_delay_ms
 nvme format /dev/rnvme$((1 - k)) -n 1 -l 0 -f >/tmp/fmtw.out 2>&1 &
 fp=$!
 check format_window_held wait_for 10 sh -c "[ \"\$(cat $dbg/effects_delay_ms)\" = 0 ]"
+# A lookup does not wait for the window: a command naming a namespace without a disk is
+# refused at once (the controller's disks are looked up without the scan lock the format
+# holds across its window, as C's SRCU list). rnvme used to wait for the whole window.
+t0=$(now_s)
+r=$(uring-cmd -i /dev/rnvme$((1 - k)) nsid 2>&1)
+took=$(awk -v a="$t0" -v b="$(now_s)" 'BEGIN { printf "%.1f", b - a }')
+if kill -0 $fp 2>/dev/null; then window=open; else window=closed; fi
+expect_eq missing_ns_in_format_window "res=-22 res2=0" "$r"
+expect_eq lookup_inside_format_window open "$window"
+if awk -v t="$took" 'BEGIN { exit !(t < 1.5) }'; then pass lookup_not_behind_format
+else fail lookup_not_behind_format "the command took ${took}s of the format's 6 s window"; fi
 # The read's time: at least half the window (a read through a path runs in milliseconds).
 t0=$(now_s)
 dd if=/dev/rnvme0n1 of=/dev/null bs=4k count=1 iflag=direct 2>/dev/null

@@ -24,7 +24,7 @@ use kernel::{
 /// is freed only after an SRCU grace period of `srcu` that started after `ptr` stopped
 /// pointing to it, so a reader inside a read-side section that loaded it may use it.
 #[pin_data(PinnedDrop)]
-pub(crate) struct SrcuBox<T: Send + Sync> {
+pub(crate) struct SrcuBox<T> {
     #[pin]
     srcu: Srcu,
     ptr: Atomic<*mut ()>,
@@ -32,7 +32,8 @@ pub(crate) struct SrcuBox<T: Send + Sync> {
 }
 
 // SAFETY: the value is `Send + Sync` and only lent as shared references; the pointer and
-// the SRCU structure are thread-safe.
+// the SRCU structure are thread-safe. (The bounds are here, not on the type, so that a
+// generic owner needs them only where it is shared.)
 unsafe impl<T: Send + Sync> Send for SrcuBox<T> {}
 // SAFETY: as above.
 unsafe impl<T: Send + Sync> Sync for SrcuBox<T> {}
@@ -50,7 +51,7 @@ impl<T> core::ops::Deref for SrcuRef<'_, T> {
     }
 }
 
-impl<T: Send + Sync> SrcuBox<T> {
+impl<T> SrcuBox<T> {
     pub(crate) fn new(value: KBox<T>) -> impl PinInit<Self, Error> {
         // INVARIANT: `ptr` comes from `KBox::into_raw`.
         try_pin_init!(Self {
@@ -87,7 +88,7 @@ impl<T: Send + Sync> SrcuBox<T> {
 }
 
 #[pinned_drop]
-impl<T: Send + Sync> PinnedDrop for SrcuBox<T> {
+impl<T> PinnedDrop for SrcuBox<T> {
     fn drop(self: Pin<&mut Self>) {
         let p = self.ptr.load(Relaxed).cast::<T>();
         // SAFETY: dropping the box means no reader holds a reference to it (readers borrow

@@ -43,6 +43,7 @@
 //! (quiesce, cancel) never waits for a task that holds the list while it waits for I/O.
 
 mod completion;
+mod disks;
 mod dma_map;
 pub(super) mod gen_disk;
 mod integrity;
@@ -53,13 +54,14 @@ mod tag_set;
 mod zoned;
 
 pub(crate) use completion::CompletionBatch;
+pub(crate) use disks::Disks;
 pub(crate) use dma_map::{Mapping, MAX_SEGMENTS};
 pub(crate) use gen_disk::{DiskArc, DiskRef, Limits, NewDisk};
 pub(crate) use integrity::Integrity;
 pub(crate) use operations::{Operations, Timeout};
 pub(crate) use private::{PrivateData, PrivateIo};
 pub(crate) use request::{Dispatched, Owned, ReqOp, Request};
-pub(crate) use tag_set::{Disks, QueueTags, TagSet, TagSetRef, Tags};
+pub(crate) use tag_set::{QueueTags, TagSet, TagSetRef, Tags};
 pub(crate) use zoned::{Zone, ZoneReporter, ZonedDisk, ZonedLimits};
 
 /// `blk_status_t` values (include/linux/blk_types.h; `#define`s bindgen cannot see). Upstream

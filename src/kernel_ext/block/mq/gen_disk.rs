@@ -274,7 +274,7 @@ pub(super) struct GenDisk<'a, T: Operations> {
     added: AtomicBool,
     /// Marked dead (`blk_mark_disk_dead`).
     dead: AtomicBool,
-    /// Frozen by [`Disks::freeze_disks_non_owner`](super::Disks::freeze_disks_non_owner).
+    /// Frozen by [`DisksScan::freeze_disks_non_owner`](super::DisksScan::freeze_disks_non_owner).
     held: AtomicBool,
     /// Only reached through the request queue's `queuedata`.
     pub(super) _data: Pin<KBox<T::DiskData<'a>>>,
@@ -436,7 +436,7 @@ unsafe fn update_limits(
     kernel::error::to_result(ret)
 }
 
-/// What [`Disks::add_disk`](super::Disks::add_disk) makes a disk of (upstream: `GenDiskBuilder`'s settings and
+/// What [`DisksScan::add_disk`](super::DisksScan::add_disk) makes a disk of (upstream: `GenDiskBuilder`'s settings and
 /// `build`'s arguments). Upstream candidate: queue limits beyond the block sizes, the parent
 /// device and a per-disk `private_data`.
 pub(crate) struct NewDisk<'n, 'a, T: Operations> {
@@ -591,7 +591,7 @@ impl<T: Operations> GenDisk<'_, T> {
         self.added.load(Ordering::Acquire)
     }
 
-    /// Frozen by [`Disks::freeze_disks_non_owner`](super::Disks::freeze_disks_non_owner).
+    /// Frozen by [`DisksScan::freeze_disks_non_owner`](super::DisksScan::freeze_disks_non_owner).
     pub(super) fn held(&self) -> bool {
         self.held.load(Ordering::Acquire)
     }

@@ -4,17 +4,12 @@
 //!
 //! The tag set is reference counted and never changes once made: error recovery reaches it
 //! (quiesce, cancel) without taking any lock. Its disks are a separate [`Disks`] list, which
-//! holds a reference to the set (so the set is freed after every disk) and which the
-//! driver keeps under a lock of its own: a task that waits for I/O holding the disk list
-//! never stands in the way of the recovery that ends that I/O.
+//! holds a reference to the set (so the set is freed after every disk) and has a scan lock
+//! of its own: a task that waits for I/O holding it never stands in the way of the
+//! recovery that ends that I/O.
 
-use super::{
-    gen_disk::{DiskArc, DiskRef, GenDisk, NewDisk},
-    operations::OperationsVTable,
-    request::Pdu,
-    Operations, Request,
-};
-use crate::kernel_ext::{device_raw, sync::MemallocNoio};
+use super::{operations::OperationsVTable, request::Pdu, Operations, Request};
+use crate::kernel_ext::device_raw;
 use core::{
     ffi::{c_uint, c_void},
     marker::PhantomData,
@@ -254,166 +249,6 @@ impl<T: Operations> Drop for TagSet<'_, T> {
         // SAFETY: allocated in `new` (invariant); every disk using it was released first (the
         // `Disks` holding them held a reference to `self`).
         unsafe { bindings::blk_mq_free_tag_set(self.raw()) };
-    }
-}
-
-/// The disks on a [`TagSet`], which they keep alive. Upstream: the `GenDisk`s holding the
-/// tag set's `Arc`; here in one list, which the driver looks its namespaces up in.
-pub(crate) struct Disks<'a, T: Operations> {
-    /// Each disk is removed (deleted) when taken out of the list; put with its last
-    /// reference.
-    disks: KVec<Arc<GenDisk<'a, T>>>,
-    set: Arc<TagSet<'a, T>>,
-}
-
-impl<T: Operations> Drop for Disks<'_, T> {
-    fn drop(&mut self) {
-        self.remove_disks();
-    }
-}
-
-impl<'a, T: Operations> Disks<'a, T> {
-    /// No disks yet, on `set`.
-    pub(crate) fn new(set: Arc<TagSet<'a, T>>) -> Self {
-        Self {
-            disks: KVec::new(),
-            set,
-        }
-    }
-
-    /// Removes every disk from the system (waiting for their I/O), keeping the tag set.
-    /// Upstream candidate.
-    pub(crate) fn remove_disks(&mut self) {
-        for d in self.disks.iter() {
-            d.remove();
-        }
-        self.disks.clear();
-    }
-
-    /// Adds a disk called `name` of `sectors` 512-byte sectors (it appears in /dev), as a
-    /// child of `parent`.
-    ///
-    /// `fault` is for fault injection: an error there is reported in place of
-    /// `device_add_disk`'s result, so tests walk the path where adding the disk fails (not
-    /// part of an upstream version).
-    pub(crate) fn add_disk(&mut self, disk: NewDisk<'_, 'a, T>, fault: Result) -> Result {
-        self.disks.reserve(1, GFP_KERNEL)?;
-        let disk = Arc::new(GenDisk::new(&self.set, disk, fault)?, GFP_KERNEL)?;
-        self.disks.push_within_capacity(disk).map_err(|_| ENOMEM)
-    }
-
-    /// A counted reference to the first disk whose data satisfies `pred`, for use without
-    /// the list (and the lock the owner keeps it under). Upstream candidate.
-    pub(crate) fn get_disk(
-        &self,
-        pred: impl Fn(&T::DiskData<'a>) -> bool,
-    ) -> Option<DiskArc<'a, T>> {
-        self.disks
-            .iter()
-            .find(|d| d.added() && pred(&d._data))
-            .map(|d| DiskArc(d.clone()))
-    }
-
-    /// The first disk whose data satisfies `pred`. Upstream candidate.
-    pub(crate) fn find_disk(
-        &self,
-        pred: impl Fn(&T::DiskData<'a>) -> bool,
-    ) -> Option<DiskRef<'_, 'a, T>> {
-        self.disks
-            .iter()
-            .find(|d| d.added() && pred(&d._data))
-            .map(|disk| DiskRef { disk })
-    }
-
-    /// Freezes the request queues of every disk (waits until no request is in flight and holds
-    /// new ones back) until the returned guard is dropped. Allocations by this task do no I/O
-    /// meanwhile. Upstream candidate.
-    pub(crate) fn freeze_disks(&self) -> Frozen<'_, 'a, T> {
-        let noio = MemallocNoio::save();
-        let added = || self.disks.iter().filter(|d| d.added());
-        // Start every freeze first, so the queues drain in parallel.
-        for d in added() {
-            // SAFETY: the disk is added and alive (invariant); unfrozen by `Frozen::drop`
-            // on this task, as the freeze's lockdep owner expects.
-            unsafe { bindings::blk_freeze_queue_start((*d.disk.as_ptr()).queue) };
-        }
-        for d in added() {
-            // SAFETY: as above; the freeze was started.
-            unsafe { bindings::blk_mq_freeze_queue_wait((*d.disk.as_ptr()).queue) };
-        }
-        Frozen {
-            set: self,
-            _noio: noio,
-        }
-    }
-
-    /// Freezes the request queues of every disk, as [`Self::freeze_disks`], until
-    /// [`Self::unfreeze_disks_non_owner`], which may run on another task (a resume after a
-    /// suspend, as C's `nvme_start_freeze` and `nvme_unfreeze`). No request is in flight when
-    /// this returns, and new ones wait at the queues' entrance, holding no tag. Disks already
-    /// held stay held once; a disk removed meanwhile is unfrozen first. Upstream candidate.
-    pub(crate) fn freeze_disks_non_owner(&mut self) {
-        let _noio = MemallocNoio::save();
-        for d in self.disks.iter().filter(|d| d.added()) {
-            // Unfrozen once, by `unfreeze_disks_non_owner` or when removed.
-            d.hold();
-        }
-        for d in self.disks.iter().filter(|d| d.held()) {
-            // SAFETY: as above; the freeze was started.
-            unsafe { bindings::blk_mq_freeze_queue_wait((*d.disk.as_ptr()).queue) };
-        }
-    }
-
-    /// Ends what [`Self::freeze_disks_non_owner`] started. Upstream candidate.
-    pub(crate) fn unfreeze_disks_non_owner(&mut self) {
-        for d in self.disks.iter() {
-            d.unfreeze_non_owner();
-        }
-    }
-
-    /// Marks every disk dead, as `blk_mark_disk_dead`: its capacity becomes 0, new I/O fails at
-    /// once, and file systems on it are told the device is gone (shut down). The disks stay
-    /// until removed. Returns how many were newly marked. Upstream candidate.
-    pub(crate) fn mark_disks_dead(&mut self) -> usize {
-        self.disks
-            .iter()
-            .filter(|d| d.added() && d.mark_dead())
-            .count()
-    }
-
-    /// Calls `f` for every disk. Upstream candidate.
-    pub(crate) fn for_each_disk(&self, mut f: impl FnMut(DiskRef<'_, 'a, T>)) {
-        for disk in self.disks.iter().filter(|d| d.added()) {
-            f(DiskRef { disk });
-        }
-    }
-
-    /// Removes (as [`Self::remove_disks`]) every disk whose data does not satisfy `keep`.
-    /// Upstream candidate.
-    pub(crate) fn retain_disks(&mut self, keep: impl Fn(&T::DiskData<'a>) -> bool) {
-        self.disks.retain(|d| {
-            let kept = keep(&d._data);
-            if !kept {
-                d.remove();
-            }
-            kept
-        });
-    }
-}
-
-/// The disks of a [`Disks`] frozen by [`Disks::freeze_disks`]; unfrozen when dropped. The
-/// list cannot gain or lose disks meanwhile: this borrows it. Upstream candidate.
-pub(crate) struct Frozen<'s, 'a, T: Operations> {
-    set: &'s Disks<'a, T>,
-    _noio: MemallocNoio,
-}
-
-impl<T: Operations> Drop for Frozen<'_, '_, T> {
-    fn drop(&mut self) {
-        for d in self.set.disks.iter().filter(|d| d.added()) {
-            // SAFETY: frozen by `freeze_disks` on this task (the guard is not `Send`).
-            unsafe { bindings::blk_mq_unfreeze_queue_nomemrestore((*d.disk.as_ptr()).queue) };
-        }
     }
 }
 

@@ -1,0 +1,266 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The disks on a [`TagSet`]: a list that scans change under a lock of their own and that
+//! lookups read without any lock (C's `ctrl->namespaces`: written under `scan_lock` and
+//! `namespaces_lock`, read under `ctrl->srcu`). Upstream candidate: upstream's `GenDisk`s each
+//! hold the tag set's `Arc`, and a driver keeps its own list of them.
+//!
+//! A writer ([`DisksScan`], the scan lock) adds and removes disks and freezes them all; it
+//! may wait for I/O (a new disk's partition read, `del_gendisk`, a freeze) holding the lock.
+//! A reader ([`Disks::get_disk`], [`Disks::with_disk`], [`Disks::mark_disks_dead`]) never
+//! takes that lock: it sees the list as last published, inside an SRCU read-side section,
+//! and keeps a disk past it only by a counted reference ([`DiskArc`]). A disk is published
+//! once `device_add_disk` succeeded, and unpublished (readers waited for) before
+//! `del_gendisk`, so a reader never finds a disk being added or deleted.
+
+use super::{
+    gen_disk::{DiskArc, DiskRef, GenDisk, NewDisk},
+    Operations, TagSet,
+};
+use crate::kernel_ext::{srcu_box::SrcuBox, sync::MemallocNoio};
+use kernel::{
+    alloc::kvec::PushError,
+    bindings, new_mutex,
+    prelude::*,
+    sync::{Arc, Mutex, MutexGuard, UniqueArc},
+};
+
+/// A list of disks.
+type List<'a, T> = KVec<Arc<GenDisk<'a, T>>>;
+
+/// See the module documentation.
+///
+/// # Invariants
+///
+/// Every disk of `scan`'s list is on `set`. `listed` holds the disks of `scan`'s list as of
+/// the last change that could publish them; a disk `scan` dropped is in `listed` only if
+/// publishing failed for want of memory, and is then no longer added (readers skip it).
+#[pin_data(PinnedDrop)]
+pub(crate) struct Disks<'a, T: Operations> {
+    /// The scan lock and the writers' list. Held while waiting for I/O; never by a lookup.
+    #[pin]
+    scan: Mutex<List<'a, T>>,
+    /// What lookups read.
+    #[pin]
+    listed: SrcuBox<List<'a, T>>,
+    set: Arc<TagSet<'a, T>>,
+}
+
+#[pinned_drop]
+impl<T: Operations> PinnedDrop for Disks<'_, T> {
+    fn drop(self: Pin<&mut Self>) {
+        self.scan().remove_disks();
+    }
+}
+
+impl<'a, T: Operations> Disks<'a, T> {
+    /// No disks yet, on `set`.
+    pub(crate) fn new(set: Arc<TagSet<'a, T>>) -> impl PinInit<Self, Error> {
+        try_pin_init!(Self {
+            scan <- new_mutex!(KVec::new()),
+            listed <- SrcuBox::new(KBox::new(KVec::new(), GFP_KERNEL)?),
+            set,
+        })
+    }
+
+    /// Takes the scan lock: the only way to change the list, or to freeze every disk. May
+    /// wait for another writer, which may be waiting for I/O: never called by recovery.
+    pub(crate) fn scan(&self) -> DisksScan<'_, 'a, T> {
+        DisksScan {
+            disks: self,
+            list: self.scan.lock(),
+        }
+    }
+
+    /// A counted reference to the first disk whose data satisfies `pred`, for use after
+    /// the lookup (C's `nvme_find_get_ns`). Takes no lock.
+    pub(crate) fn get_disk(
+        &self,
+        pred: impl Fn(&T::DiskData<'a>) -> bool,
+    ) -> Option<DiskArc<'a, T>> {
+        let listed = self.listed.read();
+        listed
+            .iter()
+            .find(|d| d.added() && pred(&d._data))
+            .map(|d| DiskArc(d.clone()))
+    }
+
+    /// `f` on the first disk whose data satisfies `pred`, inside the lookup (which `f` must
+    /// not make wait for I/O). Takes no lock.
+    pub(crate) fn with_disk<R>(
+        &self,
+        pred: impl Fn(&T::DiskData<'a>) -> bool,
+        f: impl FnOnce(DiskRef<'_, 'a, T>) -> R,
+    ) -> Option<R> {
+        let listed = self.listed.read();
+        listed
+            .iter()
+            .find(|d| d.added() && pred(&d._data))
+            .map(|disk| f(DiskRef { disk }))
+    }
+
+    /// Marks every disk dead, as `blk_mark_disk_dead`: its capacity becomes 0, new I/O fails at
+    /// once, and file systems on it are told the device is gone (shut down). The disks stay
+    /// until removed. Returns how many were newly marked. Takes no lock (a dying controller's
+    /// scan may be waiting for I/O only this ends). Upstream candidate.
+    pub(crate) fn mark_disks_dead(&self) -> usize {
+        let listed = self.listed.read();
+        listed.iter().filter(|d| d.added() && d.mark_dead()).count()
+    }
+}
+
+/// The scan lock of a [`Disks`], held: adds, removes and freezes its disks. Upstream
+/// candidate.
+pub(crate) struct DisksScan<'s, 'a, T: Operations> {
+    disks: &'s Disks<'a, T>,
+    list: MutexGuard<'s, List<'a, T>>,
+}
+
+impl<'s, 'a, T: Operations> DisksScan<'s, 'a, T> {
+    /// A copy of the writers' list for the readers, allocated before a change.
+    fn copy(&self, extra: usize) -> Result<KBox<List<'a, T>>> {
+        let mut v = KVec::with_capacity(self.list.len() + extra, GFP_KERNEL)?;
+        for d in self.list.iter() {
+            v.push_within_capacity(d.clone()).map_err(|_| ENOMEM)?;
+        }
+        Ok(KBox::new(v, GFP_KERNEL)?)
+    }
+
+    /// Adds a disk called `name` of `sectors` 512-byte sectors (it appears in /dev), as a
+    /// child of `parent`, and lists it for lookups once added.
+    ///
+    /// `fault` is for fault injection: an error there is reported in place of
+    /// `device_add_disk`'s result, so tests walk the path where adding the disk fails (not
+    /// part of an upstream version).
+    pub(crate) fn add_disk(&mut self, disk: NewDisk<'_, 'a, T>, fault: Result) -> Result {
+        // Everything the listing needs is allocated first: once added, the disk is listed.
+        self.list.reserve(1, GFP_KERNEL)?;
+        let mut next = self.copy(1)?;
+        let slot = UniqueArc::new_uninit(GFP_KERNEL)?;
+        let disk = Arc::from(slot.write(GenDisk::new(&self.disks.set, disk, fault)?));
+        next.push_within_capacity(disk.clone())
+            .map_err(|_| ENOMEM)?;
+        self.list.push_within_capacity(disk).map_err(|_| ENOMEM)?;
+        self.disks.listed.replace(next);
+        Ok(())
+    }
+
+    /// Removes (as [`Self::remove_disks`]) every disk whose data does not satisfy `keep`.
+    /// Upstream candidate.
+    pub(crate) fn retain_disks(&mut self, keep: impl Fn(&T::DiskData<'a>) -> bool) {
+        // Without memory to wait for the readers first, a disk goes at once, and readers
+        // that still find it skip it (no longer added).
+        let mut gone = KVec::with_capacity(self.list.len(), GFP_KERNEL).unwrap_or_default();
+        self.list.retain(|d| {
+            if keep(&d._data) {
+                return true;
+            }
+            if let Err(PushError(d)) = gone.push_within_capacity(d.clone()) {
+                d.remove();
+            }
+            false
+        });
+        self.unlist(gone);
+    }
+
+    /// Removes every disk from the system (waiting for their I/O), keeping the tag set.
+    /// Upstream candidate.
+    pub(crate) fn remove_disks(&mut self) {
+        let gone = core::mem::take(&mut *self.list);
+        self.unlist(gone);
+    }
+
+    /// Publishes the list without `gone`, waits for the readers that may have found them,
+    /// then deletes them (their memory goes with their last reference).
+    fn unlist(&mut self, gone: List<'a, T>) {
+        if gone.is_empty() {
+            return;
+        }
+        if let Ok(next) = self.copy(0) {
+            self.disks.listed.replace(next);
+        }
+        for d in gone.iter() {
+            d.remove();
+        }
+    }
+
+    /// The first disk whose data satisfies `pred`. Upstream candidate.
+    pub(crate) fn find_disk(
+        &self,
+        pred: impl Fn(&T::DiskData<'a>) -> bool,
+    ) -> Option<DiskRef<'_, 'a, T>> {
+        self.list
+            .iter()
+            .find(|d| d.added() && pred(&d._data))
+            .map(|disk| DiskRef { disk })
+    }
+
+    /// Calls `f` for every disk. Upstream candidate.
+    pub(crate) fn for_each_disk(&self, mut f: impl FnMut(DiskRef<'_, 'a, T>)) {
+        for disk in self.list.iter().filter(|d| d.added()) {
+            f(DiskRef { disk });
+        }
+    }
+
+    /// Freezes the request queues of every disk (waits until no request is in flight and holds
+    /// new ones back) until the returned guard is dropped. Allocations by this task do no I/O
+    /// meanwhile. Upstream candidate.
+    pub(crate) fn freeze_disks(&self) -> Frozen<'_, 's, 'a, T> {
+        let noio = MemallocNoio::save();
+        let added = || self.list.iter().filter(|d| d.added());
+        // Start every freeze first, so the queues drain in parallel.
+        for d in added() {
+            // SAFETY: the disk is added and alive (invariant); unfrozen by `Frozen::drop`
+            // on this task, as the freeze's lockdep owner expects.
+            unsafe { bindings::blk_freeze_queue_start((*d.disk.as_ptr()).queue) };
+        }
+        for d in added() {
+            // SAFETY: as above; the freeze was started.
+            unsafe { bindings::blk_mq_freeze_queue_wait((*d.disk.as_ptr()).queue) };
+        }
+        Frozen {
+            scan: self,
+            _noio: noio,
+        }
+    }
+
+    /// Freezes the request queues of every disk, as [`Self::freeze_disks`], until
+    /// [`Self::unfreeze_disks_non_owner`], which may run on another task (a resume after a
+    /// suspend, as C's `nvme_start_freeze` and `nvme_unfreeze`). No request is in flight when
+    /// this returns, and new ones wait at the queues' entrance, holding no tag. Disks already
+    /// held stay held once; a disk removed meanwhile is unfrozen first. Upstream candidate.
+    pub(crate) fn freeze_disks_non_owner(&mut self) {
+        let _noio = MemallocNoio::save();
+        for d in self.list.iter().filter(|d| d.added()) {
+            // Unfrozen once, by `unfreeze_disks_non_owner` or when removed.
+            d.hold();
+        }
+        for d in self.list.iter().filter(|d| d.held()) {
+            // SAFETY: as above; the freeze was started.
+            unsafe { bindings::blk_mq_freeze_queue_wait((*d.disk.as_ptr()).queue) };
+        }
+    }
+
+    /// Ends what [`Self::freeze_disks_non_owner`] started. Upstream candidate.
+    pub(crate) fn unfreeze_disks_non_owner(&mut self) {
+        for d in self.list.iter() {
+            d.unfreeze_non_owner();
+        }
+    }
+}
+
+/// The disks frozen by [`DisksScan::freeze_disks`]; unfrozen when dropped. The list cannot
+/// gain or lose disks meanwhile: this borrows the scan lock. Upstream candidate.
+pub(crate) struct Frozen<'f, 's, 'a, T: Operations> {
+    scan: &'f DisksScan<'s, 'a, T>,
+    _noio: MemallocNoio,
+}
+
+impl<T: Operations> Drop for Frozen<'_, '_, '_, T> {
+    fn drop(&mut self) {
+        for d in self.scan.list.iter().filter(|d| d.added()) {
+            // SAFETY: frozen by `freeze_disks` on this task (the guard is not `Send`).
+            unsafe { bindings::blk_mq_unfreeze_queue_nomemrestore((*d.disk.as_ptr()).queue) };
+        }
+    }
+}
