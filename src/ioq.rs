@@ -38,9 +38,6 @@ type ListPage = [u64; LIST_ENTRIES];
 /// allocated on a fragmented system. One allocation for all of them could need order 10.
 const LISTS_PER_CHUNK: usize = 8;
 
-/// Deepest I/O queue the command id layout allows.
-pub(crate) const MAX_DEPTH: u32 = io_cid::MAX_DEPTH;
-
 /// Log at most this many bad completions per queue; count the rest.
 const BAD_CQE_LOG_LIMIT: u32 = 10;
 

@@ -4,11 +4,12 @@
 //! message that names the parameter instead of misbehaving later.
 
 use crate::{
-    ioq,
     kernel_ext::module_param::module_param_string,
     module_parameters as p,
-    mpath::Policy,
-    spec::quirks::{find_override, parse_quirk_param, Quirks},
+    spec::{
+        command::io_cid,
+        quirks::{find_override, parse_quirk_param, Quirks},
+    },
 };
 use kernel::prelude::*;
 
@@ -26,6 +27,35 @@ module_param_string!(
     0o444,
     "How multipath head disks choose a path: numa (one path until it fails, the default) or round-robin, as the nvme driver's"
 );
+
+/// Deepest I/O queue the command id layout allows.
+pub(crate) const MAX_DEPTH: u32 = io_cid::MAX_DEPTH;
+
+/// How a head chooses among its live paths (C's `iopolicy`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Policy {
+    /// One path until it fails: the closest to the submitting CPU (one NUMA node here).
+    Numa,
+    /// Every live path in turn.
+    RoundRobin,
+}
+
+impl Policy {
+    pub(crate) fn parse(s: &[u8]) -> Option<Self> {
+        match s {
+            b"" | b"numa" => Some(Self::Numa),
+            b"round-robin" => Some(Self::RoundRobin),
+            _ => None,
+        }
+    }
+
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Self::Numa => "numa",
+            Self::RoundRobin => "round-robin",
+        }
+    }
+}
 
 /// Whether namespaces of multi-controller subsystems get head disks.
 pub(crate) fn multipath() -> bool {
@@ -62,7 +92,7 @@ pub(crate) fn validate() -> Result {
             "io_queue_depth",
             p::io_queue_depth.value(),
             2,
-            ioq::MAX_DEPTH,
+            MAX_DEPTH,
             "",
         ),
         check("io_queues", p::io_queues.value(), 0, 65534, ""),

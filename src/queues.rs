@@ -13,7 +13,7 @@ use crate::{
     blk::{IoQueues, IoSet, NvmeBlk},
     fault::FaultsRef,
     hw::Hw,
-    ioq::{self, IoQueue, QueueIrq},
+    ioq::{IoQueue, QueueIrq},
     kernel_ext::{
         block::mq::TagSet,
         irq::{irq_type_name, IrqSet, Spread},
@@ -134,7 +134,7 @@ impl<'b> Queues<'b> {
         this.depth = if hw.quirks().has(Quirks::QDEPTH_ONE) {
             2
         } else {
-            params::io_queue_depth().clamp(2, hw.cap.mqes().min(ioq::MAX_DEPTH)) as u16
+            params::io_queue_depth().clamp(2, hw.cap.mqes().min(params::MAX_DEPTH)) as u16
         };
         if id.supports_doorbell_buffer() {
             this.shadow = Some(ShadowDoorbells::new(

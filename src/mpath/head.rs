@@ -3,7 +3,7 @@
 //! A multipath head: the namespace's disk through which bios reach one of its paths, the
 //! path choice (`iopolicy`), and the bios waiting for a path.
 
-use super::{CtrlStatus, PathState, Policy};
+use super::{CtrlStatus, PathState};
 use crate::{
     blk::NvmeBlk,
     hw::State,
@@ -19,6 +19,7 @@ use crate::{
         sync::{system_dfl, MemallocNoio},
         sysfs::SysfsBuf,
     },
+    params::Policy,
     spec::ns_ids::NsIds,
 };
 use core::sync::atomic::{AtomicUsize, Ordering::Relaxed as R};

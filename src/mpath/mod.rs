@@ -34,6 +34,7 @@ use crate::{
         srcu_box::SrcuBox,
         sync::flush_work,
     },
+    params::Policy,
     spec::{ns_ids::NsIds, subsys::Nqn},
 };
 use core::sync::atomic::AtomicUsize;
@@ -60,32 +61,6 @@ global_lock! {
 pub(crate) fn init() {
     // SAFETY: called once, before any controller can probe.
     unsafe { SUBSYSTEMS.init() };
-}
-
-/// How a head chooses among its live paths (C's `iopolicy`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Policy {
-    /// One path until it fails: the closest to the submitting CPU (one NUMA node here).
-    Numa,
-    /// Every live path in turn.
-    RoundRobin,
-}
-
-impl Policy {
-    pub(crate) fn parse(s: &[u8]) -> Option<Self> {
-        match s {
-            b"" | b"numa" => Some(Self::Numa),
-            b"round-robin" => Some(Self::RoundRobin),
-            _ => None,
-        }
-    }
-
-    pub(crate) fn name(self) -> &'static str {
-        match self {
-            Self::Numa => "numa",
-            Self::RoundRobin => "round-robin",
-        }
-    }
 }
 
 /// A controller's state as its paths see it, and the heads it has paths in (kicked when it
