@@ -50,6 +50,8 @@ mod reset;
 mod scan;
 #[path = "src/spec/mod.rs"]
 mod spec;
+#[path = "src/core/state.rs"]
+mod state;
 #[path = "src/stats.rs"]
 mod stats;
 #[path = "src/zns.rs"]

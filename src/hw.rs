@@ -12,7 +12,6 @@ use crate::{
     admin::{AdminQueue, CmdError},
     ioq::IoQueue,
     kernel_ext::{dma as kdma, pci_clear_master, PCI_COMMAND, PCI_COMMAND_MEMORY},
-    mpath::CtrlStatus,
     params,
     queue::ShadowDoorbells,
     regs::Regs,
@@ -24,6 +23,7 @@ use crate::{
         regs::{self as r, cc, csts, Cap},
         smart::critical,
     },
+    state::{CtrlStatus, State},
 };
 use kernel::{
     device::{Bound, Device},
@@ -40,18 +40,6 @@ use kernel::{
     },
     time::Delta,
 };
-
-/// Controller states, as far as error recovery cares.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[repr(u32)]
-pub(crate) enum State {
-    /// Serving I/O.
-    Live = 0,
-    /// A reset is running: timeouts wait for it.
-    Resetting = 1,
-    /// Gone or failed to come back: every I/O fails at once.
-    Dead = 2,
-}
 
 /// Microseconds between CSTS polls.
 const POLL_US: i64 = 1000;

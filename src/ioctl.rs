@@ -11,7 +11,6 @@
 
 use crate::{
     ctrl::Shared,
-    hw::State,
     kernel_ext::{
         chardev::CharDevOps,
         lease::Lease,
@@ -24,6 +23,7 @@ use crate::{
         ns_ids::NsIds,
         passthru::{self as pt, Layout},
     },
+    state::State,
 };
 use core::fmt::Write;
 use kernel::{

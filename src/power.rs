@@ -25,7 +25,6 @@
 use crate::{
     blk::NvmeBlk,
     ctrl::Controller,
-    hw::State,
     kernel_ext::{
         block::mq::TagSetRef,
         pci_driver::{ChannelState, ErsResult},
@@ -33,6 +32,7 @@ use crate::{
     },
     reset::{self, Halt},
     spec::regs::{self as r, csts},
+    state::State,
 };
 use kernel::prelude::*;
 

@@ -20,7 +20,7 @@
 
 use crate::{
     blk::{IoSet, NvmeBlk},
-    hw::{Hw, State},
+    hw::Hw,
     ioq::IoQueue,
     kernel_ext::{
         block::mq::{Request, TagSetRef, Timeout},
@@ -32,6 +32,7 @@ use crate::{
         completion::Status,
         regs::{self as r, csts},
     },
+    state::State,
 };
 use kernel::prelude::*;
 

@@ -12,7 +12,7 @@
 use crate::{
     blk::NvmeBlk,
     ctrl::Shared,
-    hw::{Hw, State},
+    hw::Hw,
     ioctl::{DiskIds, DiskLink, NsLink},
     kernel_ext::{
         block::{
@@ -34,6 +34,7 @@ use crate::{
         quirks::Quirks,
         subsys::shared_namespace,
     },
+    state::State,
     zns::{self, Zoned, ZonedError},
 };
 use kernel::{page::PAGE_SHIFT, prelude::*, sync::Arc};

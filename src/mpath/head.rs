@@ -3,10 +3,9 @@
 //! A multipath head: the namespace's disk through which bios reach one of its paths, the
 //! path choice (`iopolicy`), and the bios waiting for a path.
 
-use super::{CtrlStatus, PathState};
+use super::PathState;
 use crate::{
     blk::NvmeBlk,
-    hw::State,
     ioctl::{self, CtrlLink, DiskIds, DiskLink, NsKey},
     kernel_ext::{
         block::{
@@ -21,6 +20,8 @@ use crate::{
     },
     params::Policy,
     spec::ns_ids::NsIds,
+    state::CtrlStatus,
+    state::{State, Waiter},
 };
 use core::sync::atomic::{AtomicUsize, Ordering::Relaxed as R};
 use kernel::{
@@ -127,6 +128,13 @@ impl WorkItem for Head {
         while let Some(bio) = list.pop() {
             bio.resubmit();
         }
+    }
+}
+
+impl Waiter for Head {
+    fn kick(self: Arc<Self>) {
+        // Already queued: the run to come takes every bio.
+        let _ = system_dfl().enqueue(self);
     }
 }
 

@@ -23,7 +23,6 @@
 //! not done here yet).
 
 use crate::{
-    hw::State,
     ioctl::{CtrlLink, DiskIds},
     kernel_ext::{
         block::{
@@ -36,6 +35,7 @@ use crate::{
     },
     params::Policy,
     spec::{ns_ids::NsIds, subsys::Nqn},
+    state::CtrlStatus,
 };
 use core::sync::atomic::AtomicUsize;
 use kernel::{
@@ -43,7 +43,7 @@ use kernel::{
     prelude::*,
     sync::{
         atomic::{Atomic, Relaxed},
-        global_lock, Arc, Mutex,
+        global_lock, Arc,
     },
 };
 
@@ -61,61 +61,6 @@ global_lock! {
 pub(crate) fn init() {
     // SAFETY: called once, before any controller can probe.
     unsafe { SUBSYSTEMS.init() };
-}
-
-/// A controller's state as its paths see it, and the heads it has paths in (kicked when it
-/// is live again). Shared between the controller (`Hw`) and the heads.
-#[pin_data]
-pub(crate) struct CtrlStatus {
-    state: Atomic<u32>,
-    #[pin]
-    heads: Mutex<KVec<Arc<Head>>>,
-}
-
-impl CtrlStatus {
-    pub(crate) fn new() -> Result<Arc<Self>> {
-        Arc::pin_init(
-            pin_init!(Self {
-                state: Atomic::new(State::Live as u32),
-                heads <- new_mutex!(KVec::new()),
-            }),
-            GFP_KERNEL,
-        )
-    }
-
-    pub(crate) fn state(&self) -> State {
-        match self.state.load(Relaxed) {
-            0 => State::Live,
-            1 => State::Resetting,
-            _ => State::Dead,
-        }
-    }
-
-    /// Sets the state; a controller live again (or dead: nothing will come back through it)
-    /// has each head it serves submit the bios waiting for a path.
-    pub(crate) fn set_state(&self, s: State) {
-        self.state.store(s as u32, Relaxed);
-        self.changed(s);
-    }
-
-    /// Moves the state from `from` to `s`, unless it is no longer `from`; returns whether
-    /// it did. For those who change it without the reset lock: they must not overwrite
-    /// what a reset or a give-up stored since they looked.
-    pub(crate) fn change(&self, from: State, s: State) -> bool {
-        let ok = self.state.cmpxchg(from as u32, s as u32, Relaxed).is_ok();
-        if ok {
-            self.changed(s);
-        }
-        ok
-    }
-
-    fn changed(&self, s: State) {
-        if s != State::Resetting {
-            for h in self.heads.lock().iter() {
-                h.kick();
-            }
-        }
-    }
 }
 
 /// One NVM subsystem's controllers and heads, in the registry.
@@ -322,7 +267,7 @@ impl HeadLink {
             new.push(path, GFP_KERNEL)?;
             Ok(())
         })?;
-        self.status.heads.lock().push(head.clone(), GFP_KERNEL)?;
+        self.status.add_head(head.clone())?;
         let added = if head.disk.lock().is_some() {
             head.apply_limits()
         } else {
@@ -371,7 +316,7 @@ impl HeadLink {
                     Ok(())
                 });
             }
-            self.status.heads.lock().retain(|h| !Arc::ptr_eq(h, head));
+            self.status.remove_head(head);
             let left = head
                 .paths
                 .read()
