@@ -22,6 +22,8 @@ mod fmt;
 mod hw;
 #[path = "src/hwmon.rs"]
 mod hwmon;
+#[path = "src/core/instance.rs"]
+mod instance;
 #[path = "src/ioctl.rs"]
 mod ioctl;
 #[path = "src/ioq.rs"]

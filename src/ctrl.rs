@@ -17,6 +17,7 @@ use crate::{
     fault::{Faults, FaultsRef},
     hw::{self, Enabled, Hw},
     hwmon::Sensors,
+    instance::Instance,
     ioctl::{CtrlChar, CtrlLink, NsKey},
     ioq::QueueIrq,
     kernel_ext::{
@@ -52,66 +53,9 @@ use kernel::{
     pci,
     prelude::*,
     str::CString,
-    sync::{
-        atomic::{Atomic, Full, Relaxed},
-        Arc,
-    },
+    sync::Arc,
     types::ForLt,
 };
-
-/// Controller numbers in use (`/dev/rnvme<N>`, `rnvme<N>` in logs), one bit each.
-static INSTANCES: Atomic<u64> = Atomic::new(0);
-
-/// Numbers of NVM subsystems (`rnvme<S>n<N>`): each its first controller's, kept from new
-/// controllers until the subsystem goes.
-static SUBSYS_INSTANCES: Atomic<u64> = Atomic::new(0);
-
-/// Keeps controller number `n` (in use by a controller) for its subsystem.
-pub(crate) fn reserve_instance(n: u32) {
-    let mut cur = SUBSYS_INSTANCES.load(Relaxed);
-    while let Err(now) = SUBSYS_INSTANCES.cmpxchg(cur, cur | (1 << n), Full) {
-        cur = now;
-    }
-}
-
-/// The subsystem holding number `n` went.
-pub(crate) fn release_instance(n: u32) {
-    let mut cur = SUBSYS_INSTANCES.load(Relaxed);
-    while let Err(now) = SUBSYS_INSTANCES.cmpxchg(cur, cur & !(1 << n), Full) {
-        cur = now;
-    }
-}
-
-/// A controller number, returned to the pool when dropped.
-pub(crate) struct Instance(u32);
-
-impl Instance {
-    fn alloc() -> Result<Self> {
-        loop {
-            let cur = INSTANCES.load(Relaxed);
-            let free = (!(cur | SUBSYS_INSTANCES.load(Relaxed))).trailing_zeros();
-            if free >= 64 {
-                return Err(ENOSPC);
-            }
-            if INSTANCES.cmpxchg(cur, cur | (1 << free), Full).is_ok() {
-                return Ok(Instance(free));
-            }
-        }
-    }
-
-    pub(crate) fn id(&self) -> u32 {
-        self.0
-    }
-}
-
-impl Drop for Instance {
-    fn drop(&mut self) {
-        let mut cur = INSTANCES.load(Relaxed);
-        while let Err(now) = INSTANCES.cmpxchg(cur, cur & !(1 << self.0), Full) {
-            cur = now;
-        }
-    }
-}
 
 /// A controller's state that user space reaches (ioctls, sysfs) through its [`CtrlLink`]:
 /// the disks (added and removed by rescans), the queues, the identify data, the hardware.

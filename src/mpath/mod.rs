@@ -109,7 +109,7 @@ impl Membership {
                     },
                     GFP_KERNEL,
                 )?;
-                crate::ctrl::reserve_instance(ctrl);
+                crate::instance::reserve_instance(ctrl);
                 ctrl
             }
         };
@@ -386,7 +386,7 @@ impl Drop for Membership {
             if subs[i].ctrls.is_empty() && subs[i].heads.is_empty() {
                 let s = subs.remove(i);
                 if let Ok(s) = s {
-                    crate::ctrl::release_instance(s.instance);
+                    crate::instance::release_instance(s.instance);
                 }
             }
         }
