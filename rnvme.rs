@@ -14,6 +14,8 @@ mod blk;
 mod ctrl;
 #[path = "src/driver.rs"]
 mod driver;
+#[path = "src/core/events.rs"]
+mod events;
 #[path = "src/fault.rs"]
 mod fault;
 #[path = "src/fmt.rs"]

@@ -13,7 +13,7 @@
 //! C's `__nvme_check_ready`), instead of ringing a doorbell nobody reads.
 
 use crate::{
-    aen::AsyncEvents,
+    events::AsyncEvents,
     fault::FaultsRef,
     kernel_ext::sync::Completion as Event,
     queue::Queue,

@@ -19,147 +19,47 @@
 //! wait for this work either: its timeout starts the reset first if the work is busy (a
 //! rescan waiting for that I/O), see `Hw::pending_reset`.
 //!
-//! The work item is `'static` and reaches the controller through its [`CtrlLink`], so one
-//! still queued at unbind finds the link revoked and does nothing; [`AsyncEvents::close`]
-//! waits for it.
+//! The work item ([`AsyncEvents`], in the core layer) is `'static` and reaches the
+//! controller through its [`CtrlLink`], its [`EventHandler`] here, so one still queued at
+//! unbind finds the link revoked and does nothing; [`AsyncEvents::close`] waits for it.
 
 use crate::{
     ctrl::Shared,
+    events::{AsyncEvents, EventHandler},
     hw::Hw,
     hwmon::read_smart_log,
     ioctl::CtrlLink,
-    kernel_ext::sync::{flush_work, system_dfl},
     spec::{
         command::Command,
-        completion::{sc, Completion, Status},
+        completion::{sc, Status},
         event::{kind, AsyncEvent, LOG_CHANGED_NS_LIST},
         identify::IDENTIFY_SIZE,
         smart::{kelvin_to_millicelsius, Warnings, LOG_ERROR},
     },
 };
-use kernel::{
-    impl_has_work, new_work,
-    prelude::*,
-    sync::{
-        atomic::{Atomic, Relaxed},
-        Arc,
-    },
-    workqueue::{Work, WorkItem},
-};
-
-/// A controller's asynchronous event handling.
-#[pin_data]
-pub(crate) struct AsyncEvents {
-    #[pin]
-    work: Work<AsyncEvents>,
-    link: Arc<CtrlLink>,
-    /// The completed request's status and dword 0, for the work item. One request is
-    /// outstanding at a time and sent again only by the work, so one slot suffices.
-    status: Atomic<u32>,
-    result: Atomic<u32>,
-    /// A completed request waits for the work.
-    event: Atomic<bool>,
-    /// The controller was declared dead: the work marks its disks dead.
-    dead: Atomic<bool>,
-    /// An admin command of the driver timed out: the work resets the controller.
-    reset: Atomic<bool>,
-    /// The controller came back from system sleep: the work rescans its namespaces.
-    rescan: Atomic<bool>,
-    /// Set at teardown: completions no longer queue the work.
-    closed: Atomic<bool>,
-}
-
-impl_has_work! {
-    impl HasWork<Self> for AsyncEvents { self.work }
-}
-
-impl WorkItem for AsyncEvents {
-    type Pointer = Arc<AsyncEvents>;
-
-    fn run(this: Arc<AsyncEvents>) {
-        if this.reset.xchg(false, Relaxed) {
-            // Failures are logged, and a controller that does not come back is dead.
-            let _ = this.link.with(|s| s.reset_pending("admin command timeout"));
-        }
-        if this.rescan.xchg(false, Relaxed) {
-            this.link.with(|s| s.rescan_after(format_args!("resume")));
-        }
-        if this.dead.xchg(false, Relaxed) {
-            this.link.with(|s| s.mark_disks_dead());
-        }
-        if this.event.xchg(false, Relaxed) {
-            let status = Status(this.status.load(Relaxed) as u16);
-            let result = this.result.load(Relaxed);
-            this.link.with(|s| s.async_event(status, result));
-        }
-    }
-}
-
-impl AsyncEvents {
-    pub(crate) fn new(link: Arc<CtrlLink>) -> Result<Arc<Self>> {
-        Arc::pin_init(
-            pin_init!(Self {
-                work <- new_work!("rnvme::async_event"),
-                link,
-                status: Atomic::new(0),
-                result: Atomic::new(0),
-                event: Atomic::new(false),
-                dead: Atomic::new(false),
-                reset: Atomic::new(false),
-                rescan: Atomic::new(false),
-                closed: Atomic::new(false),
-            }),
-            GFP_KERNEL,
-        )
-    }
-
-    /// The Asynchronous Event Request completed (admin queue interrupt handler).
-    pub(crate) fn completed(self: &Arc<Self>, cqe: &Completion) {
-        self.status.store(u32::from(cqe.status().0), Relaxed);
-        self.result.store(cqe.result, Relaxed);
-        self.event.store(true, Relaxed);
-        self.queue();
-    }
-
-    /// Error recovery gave the controller up (any context): its disks are marked dead from
-    /// the work item.
-    pub(crate) fn controller_dead(self: &Arc<Self>) {
-        self.dead.store(true, Relaxed);
-        self.queue();
-    }
-
-    /// An admin command timed out outside a reset (any context): the work resets the
-    /// controller.
-    pub(crate) fn reset_needed(self: &Arc<Self>) {
-        self.reset.store(true, Relaxed);
-        self.queue();
-    }
-
-    /// The controller came back from system sleep (any context): the work rescans its
-    /// namespaces, as C's reset work does (`nvme_queue_scan`).
-    pub(crate) fn rescan_needed(self: &Arc<Self>) {
-        self.rescan.store(true, Relaxed);
-        self.queue();
-    }
-
-    fn queue(self: &Arc<Self>) {
-        if !self.closed.load(Relaxed) {
-            // Already queued: the queued run sees what was just stored.
-            let _ = system_dfl().enqueue(self.clone());
-        }
-    }
-
-    /// Stops handling events; returns once the work item is idle. Call after the link was
-    /// revoked.
-    pub(crate) fn close(&self) {
-        self.closed.store(true, Relaxed);
-        flush_work(&self.work);
-    }
-}
+use kernel::{prelude::*, sync::Arc};
 
 /// A controller's hold on its asynchronous event handling, started by [`Events::start`]:
 /// dropping it closes the handling (the admin queue keeps the [`AsyncEvents`] it calls).
 pub(crate) struct Events(Arc<AsyncEvents>);
+
+impl EventHandler for CtrlLink {
+    fn reset(&self) {
+        let _ = self.with(|s| s.reset_pending("admin command timeout"));
+    }
+
+    fn rescan(&self) {
+        self.with(|s| s.rescan_after(format_args!("resume")));
+    }
+
+    fn mark_disks_dead(&self) {
+        self.with(|s| s.mark_disks_dead());
+    }
+
+    fn async_event(&self, status: Status, result: u32) {
+        self.with(|s| s.async_event(status, result));
+    }
+}
 
 impl Events {
     /// Starts handling asynchronous events: the admin queue hands completed requests to the
