@@ -88,6 +88,13 @@ impl fmt::Display for CmdError {
     }
 }
 
+// The kernel's print macros format through their own trait (see `fmt.rs`).
+impl kernel::fmt::Display for CmdError {
+    fn fmt(&self, f: &mut kernel::fmt::Formatter<'_>) -> kernel::fmt::Result {
+        fmt::Display::fmt(self, f)
+    }
+}
+
 /// Synchronous commands in flight at once, at most (C's admin tag set has 30 tags; this
 /// leaves room in the ring for the aborts and the event request).
 const SYNC_SLOTS: usize = 16;

@@ -5,17 +5,14 @@
 //! `pr_*!`/`dev_*!` format `{}` through `kernel::fmt::Display`, while `src/spec` (built on
 //! the host too) can only implement `core::fmt::Display`; this forwards one to the other.
 
-use crate::{
-    admin::CmdError,
-    spec::{
-        completion::Status,
-        identify::{AsciiField, IdentifyError},
-        quirks::QuirkParamError,
-        regs::CapError,
-        smart::Warnings,
-        subsys::Nqn,
-        zns::ZnsError,
-    },
+use crate::spec::{
+    completion::Status,
+    identify::{AsciiField, IdentifyError},
+    quirks::QuirkParamError,
+    regs::CapError,
+    smart::Warnings,
+    subsys::Nqn,
+    zns::ZnsError,
 };
 use kernel::fmt::{Display, Formatter, Result};
 
@@ -31,15 +28,7 @@ macro_rules! forward_display {
     };
 }
 
-forward_display!(
-    Status,
-    IdentifyError,
-    CmdError,
-    CapError,
-    Warnings,
-    ZnsError,
-    Nqn
-);
+forward_display!(Status, IdentifyError, CapError, Warnings, ZnsError, Nqn);
 
 impl<const N: usize> Display for AsciiField<N> {
     fn fmt(&self, f: &mut Formatter<'_>) -> Result {
