@@ -16,9 +16,9 @@ mod ctrl;
 mod driver;
 #[path = "src/core/events.rs"]
 mod events;
-#[path = "src/fault.rs"]
+#[path = "src/core/fault.rs"]
 mod fault;
-#[path = "src/fmt.rs"]
+#[path = "src/core/fmt.rs"]
 mod fmt;
 #[path = "src/hw.rs"]
 mod hw;
@@ -36,7 +36,7 @@ mod kernel_ext;
 mod mpath;
 #[path = "src/ns.rs"]
 mod ns;
-#[path = "src/params.rs"]
+#[path = "src/core/params.rs"]
 mod params;
 #[path = "src/passthru.rs"]
 mod passthru;
@@ -56,7 +56,7 @@ mod scan;
 mod spec;
 #[path = "src/core/state.rs"]
 mod state;
-#[path = "src/stats.rs"]
+#[path = "src/core/stats.rs"]
 mod stats;
 #[path = "src/zns.rs"]
 mod zns;
@@ -111,7 +111,7 @@ macro_rules! rnvme_module {
     };
 }
 
-// The test build (`--cfg rnvme_test_hooks`, see `src/fault.rs`) has a parameter that fails
+// The test build (`--cfg rnvme_test_hooks`, see `src/core/fault.rs`) has a parameter that fails
 // the probe at a given step; the production build has no such parameter.
 #[cfg(rnvme_test_hooks)]
 rnvme_module! {

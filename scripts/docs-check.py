@@ -21,7 +21,7 @@ Prints `PASS check` or `FAIL check: why` for each check (scripts/test.sh reports
   (between `<!-- mutants-begin -->` and `<!-- mutants-end -->`) lists exactly those
   mutants, in that order, with their scenarios;
 - README.md's module parameter table has a row for every parameter rnvme.rs and
-  src/params.rs declare (and none other), with the declared default.
+  src/core/params.rs declare (and none other), with the declared default.
 """
 
 import glob
@@ -266,10 +266,10 @@ def check_parameters():
     for m in re.finditer(r"(\w+): (?:u32|u64|i32|bool) \{\s*default: ([^,]+),",
                          strip_rust(read("rnvme.rs"))):
         declared[m.group(1)] = m.group(2).strip()
-    for m in re.finditer(r"module_param_string!\(\s*(\w+),", read("src/params.rs")):
+    for m in re.finditer(r"module_param_string!\(\s*(\w+),", read("src/core/params.rs")):
         declared[m.group(1)] = None
     if len(declared) < 2:
-        return ["found no module parameters in rnvme.rs and src/params.rs"]
+        return ["found no module parameters in rnvme.rs and src/core/params.rs"]
     rows = parameter_table()
     if not rows:
         return ["README.md has no `| parameter |` table"]

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs kbuild for rnvme against the test kernel of a flavour (or $KDIR), with the kernel's
 # Rust toolchain, into out/<flavour>/ (kbuild's MO=), or out/<flavour>-test/ for the test
-# build (RNVME_TEST_HOOKS=1: fault injection compiled in, see src/fault.rs).
+# build (RNVME_TEST_HOOKS=1: fault injection compiled in, see src/core/fault.rs).
 #
 #   [RNVME_TEST_HOOKS=1] scripts/kmake.sh FLAVOUR TARGET [MAKE-ARGS...]
 . "$(dirname "$0")/common.sh"
