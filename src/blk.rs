@@ -10,9 +10,8 @@
 //! status, or requeues it when the device says a retry may succeed.
 
 use crate::{
-    hw::Hw,
     ioctl::{self, DiskLink},
-    ioq::{IoQueue, LIST_ENTRIES},
+    ioq::{IoQueue, IoSet, NvmeBlk, RqState, LIST_ENTRIES},
     kernel_ext::{
         block::mq::{
             BlkStatus, Dispatched, Mapping, Operations, Owned, ReqOp, Request, TagSetRef, Tags,
@@ -21,9 +20,7 @@ use crate::{
         sysfs::SysfsBuf,
     },
     ns::Namespace,
-    params,
-    queue::ShadowDoorbells,
-    reset,
+    params, reset,
     spec::{
         command::{dsm_range, io_cid, io_opcode, Command, DSM_MAX_RANGES},
         completion::{BlockError, Status},
@@ -37,114 +34,13 @@ use kernel::{
     page::PAGE_SIZE,
     prelude::*,
     str::CStr,
-    sync::Arc,
     time::{ClockSource, Monotonic},
 };
 // Per-request state: plain loads and stores (see kernel_ext::block::mq::request on why not LKMM atomics).
-use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::Relaxed};
+use core::sync::atomic::Ordering::Relaxed;
 
 /// Retries of a command the device failed without Do Not Retry.
 const MAX_RETRIES: u32 = 5;
-
-/// The hardware queues of a controller, indexed by blk-mq hardware queue number.
-pub(crate) type IoQueues<'b> = KVec<Arc<IoQueue<'b>>>;
-
-/// The tag set's data: the queues, and the controller state error recovery needs.
-pub(crate) struct IoSet<'b> {
-    pub(crate) hw: Arc<Hw<'b>>,
-    pub(crate) queues: IoQueues<'b>,
-    /// Shadow doorbells of the I/O queues, if the controller offers them.
-    pub(crate) shadow: Option<Arc<ShadowDoorbells>>,
-}
-
-/// In [`RqState`]'s status word: the host took the command back (a reset, a dead
-/// controller) instead of the device completing it (C's `NVME_REQ_CANCELLED`). In the same
-/// word as the status, so the store that clears one at issue clears both.
-const CANCELLED: u32 = 1 << 16;
-
-/// Per-request driver state, in the request's private data.
-pub(crate) struct RqState {
-    generation: AtomicU32,
-    /// The NVMe status (low 16 bits) and [`CANCELLED`].
-    status: AtomicU32,
-    result: AtomicU32,
-    /// Completion dword 1: the upper half of a 64-bit result (Zone Append's LBA).
-    result_hi: AtomicU32,
-    retries: AtomicU32,
-    /// An Abort was sent for this command after its first timeout.
-    aborted: AtomicBool,
-    /// When its data first failed to map (monotonic nanoseconds; 0: it did not).
-    map_failed_at: AtomicU64,
-    /// The command of a passthrough request (`REQ_OP_DRV_*`), set by the ioctl.
-    passthru: [AtomicU32; 16],
-}
-
-impl RqState {
-    pub(crate) fn generation(&self) -> u32 {
-        self.generation.load(Relaxed)
-    }
-
-    /// Marks the command as aborted once; false if it already was.
-    pub(crate) fn mark_aborted(&self) -> bool {
-        !self.aborted.swap(true, Relaxed)
-    }
-
-    /// The abort could not be sent after all.
-    pub(crate) fn clear_aborted(&self) {
-        self.aborted.store(false, Relaxed);
-    }
-
-    /// Records the device's completion (from the interrupt handler).
-    #[inline]
-    pub(crate) fn set_completion(&self, status: Status, result: u32, result_hi: u32) {
-        self.store(u32::from(status.0), result, result_hi);
-    }
-
-    /// Records that the host took the command back with `status`, the device never having
-    /// completed it.
-    pub(crate) fn set_cancelled(&self, status: Status) {
-        self.store(u32::from(status.0) | CANCELLED, 0, 0);
-    }
-
-    #[inline]
-    fn store(&self, status_word: u32, result: u32, result_hi: u32) {
-        self.status.store(status_word, Relaxed);
-        self.result.store(result, Relaxed);
-        self.result_hi.store(result_hi, Relaxed);
-    }
-
-    pub(crate) fn status(&self) -> Status {
-        Status(self.status.load(Relaxed) as u16)
-    }
-
-    /// Taken back by the host ([`Self::set_cancelled`]) since it was last issued.
-    pub(crate) fn cancelled(&self) -> bool {
-        self.status.load(Relaxed) & CANCELLED != 0
-    }
-
-    /// Completion dwords 0 and 1: the command's result (a 64-bit one for some).
-    pub(crate) fn result(&self) -> u64 {
-        u64::from(self.result_hi.load(Relaxed)) << 32 | u64::from(self.result.load(Relaxed))
-    }
-
-    /// Sets the command a passthrough request carries (before it is issued), and clears
-    /// what the tag's previous command left (as C's `nvme_clear_nvme_request`): a request
-    /// that fails before it reaches the device ends with no NVMe status and no result.
-    pub(crate) fn set_passthru(&self, cmd: &Command) {
-        self.set_completion(Status(0), 0, 0);
-        for (d, v) in self.passthru.iter().zip(cmd.dw) {
-            d.store(v, Relaxed);
-        }
-    }
-
-    fn passthru(&self) -> Command {
-        let mut c = Command::default();
-        for (v, d) in c.dw.iter_mut().zip(&self.passthru) {
-            *v = d.load(Relaxed);
-        }
-        c
-    }
-}
 
 /// The block layer's status for an NVMe error.
 fn blk_status(e: BlockError) -> BlkStatus {
@@ -162,8 +58,6 @@ fn blk_status(e: BlockError) -> BlkStatus {
     }
 }
 
-pub(crate) struct NvmeBlk;
-
 impl Operations for NvmeBlk {
     type SetData<'a> = IoSet<'a>;
     type Queue<'a> = IoQueue<'a>;
@@ -180,16 +74,7 @@ impl Operations for NvmeBlk {
     }
 
     fn new_rq() -> RqState {
-        RqState {
-            generation: AtomicU32::new(0),
-            status: AtomicU32::new(0),
-            result: AtomicU32::new(0),
-            result_hi: AtomicU32::new(0),
-            retries: AtomicU32::new(0),
-            aborted: AtomicBool::new(false),
-            map_failed_at: AtomicU64::new(0),
-            passthru: [const { AtomicU32::new(0) }; 16],
-        }
+        RqState::new()
     }
 
     #[inline]

@@ -13,12 +13,12 @@
 use crate::{
     admin::{AdminQueue, ADMIN_DEPTH},
     aen::Events,
-    blk::NvmeBlk,
     fault::{Faults, FaultsRef},
     hw::{self, Enabled, Hw},
     hwmon::Sensors,
     instance::Instance,
     ioctl::{CtrlChar, CtrlLink, NsKey},
+    ioq::NvmeBlk,
     ioq::QueueIrq,
     kernel_ext::{
         block::mq::{DiskArc, Disks, TagSet},

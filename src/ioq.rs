@@ -5,17 +5,21 @@
 
 use crate::{
     admin::AdminQueue,
-    blk::NvmeBlk,
     fault::FaultsRef,
+    hw::Hw,
     kernel_ext::{
         block::mq::{CompletionBatch, QueueTags, Tags},
         irq::{IrqContext, IrqKey, VectorHandler},
     },
     queue::{Queue, ShadowDoorbells},
     regs::Regs,
-    spec::{command::io_cid, completion::Completion},
+    spec::{
+        command::{io_cid, Command},
+        completion::{Completion, Status},
+    },
 };
-use core::sync::atomic::{AtomicBool, Ordering};
+// Per-request state: plain loads and stores (see kernel_ext::block::mq::request on why not LKMM atomics).
+use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use kernel::{
     device::Bound,
     dma::Coherent,
@@ -28,6 +32,124 @@ use kernel::{
         Arc,
     },
 };
+
+/// The block layer's side of the driver (its `Operations`, in `blk.rs`): the tag set's and
+/// the disks' type.
+pub(crate) struct NvmeBlk;
+
+/// The hardware queues of a controller, indexed by blk-mq hardware queue number.
+pub(crate) type IoQueues<'b> = KVec<Arc<IoQueue<'b>>>;
+
+/// The tag set's data: the queues, and the controller state error recovery needs.
+pub(crate) struct IoSet<'b> {
+    pub(crate) hw: Arc<Hw<'b>>,
+    pub(crate) queues: IoQueues<'b>,
+    /// Shadow doorbells of the I/O queues, if the controller offers them.
+    pub(crate) shadow: Option<Arc<ShadowDoorbells>>,
+}
+
+/// In [`RqState`]'s status word: the host took the command back (a reset, a dead
+/// controller) instead of the device completing it (C's `NVME_REQ_CANCELLED`). In the same
+/// word as the status, so the store that clears one at issue clears both.
+const CANCELLED: u32 = 1 << 16;
+
+/// Per-request driver state, in the request's private data.
+pub(crate) struct RqState {
+    pub(crate) generation: AtomicU32,
+    /// The NVMe status (low 16 bits) and [`CANCELLED`].
+    pub(crate) status: AtomicU32,
+    pub(crate) result: AtomicU32,
+    /// Completion dword 1: the upper half of a 64-bit result (Zone Append's LBA).
+    pub(crate) result_hi: AtomicU32,
+    pub(crate) retries: AtomicU32,
+    /// An Abort was sent for this command after its first timeout.
+    pub(crate) aborted: AtomicBool,
+    /// When its data first failed to map (monotonic nanoseconds; 0: it did not).
+    pub(crate) map_failed_at: AtomicU64,
+    /// The command of a passthrough request (`REQ_OP_DRV_*`), set by the ioctl.
+    pub(crate) passthru: [AtomicU32; 16],
+}
+
+impl RqState {
+    pub(crate) fn new() -> Self {
+        RqState {
+            generation: AtomicU32::new(0),
+            status: AtomicU32::new(0),
+            result: AtomicU32::new(0),
+            result_hi: AtomicU32::new(0),
+            retries: AtomicU32::new(0),
+            aborted: AtomicBool::new(false),
+            map_failed_at: AtomicU64::new(0),
+            passthru: [const { AtomicU32::new(0) }; 16],
+        }
+    }
+
+    pub(crate) fn generation(&self) -> u32 {
+        self.generation.load(Ordering::Relaxed)
+    }
+
+    /// Marks the command as aborted once; false if it already was.
+    pub(crate) fn mark_aborted(&self) -> bool {
+        !self.aborted.swap(true, Ordering::Relaxed)
+    }
+
+    /// The abort could not be sent after all.
+    pub(crate) fn clear_aborted(&self) {
+        self.aborted.store(false, Ordering::Relaxed);
+    }
+
+    /// Records the device's completion (from the interrupt handler).
+    #[inline]
+    pub(crate) fn set_completion(&self, status: Status, result: u32, result_hi: u32) {
+        self.store(u32::from(status.0), result, result_hi);
+    }
+
+    /// Records that the host took the command back with `status`, the device never having
+    /// completed it.
+    pub(crate) fn set_cancelled(&self, status: Status) {
+        self.store(u32::from(status.0) | CANCELLED, 0, 0);
+    }
+
+    #[inline]
+    fn store(&self, status_word: u32, result: u32, result_hi: u32) {
+        self.status.store(status_word, Ordering::Relaxed);
+        self.result.store(result, Ordering::Relaxed);
+        self.result_hi.store(result_hi, Ordering::Relaxed);
+    }
+
+    pub(crate) fn status(&self) -> Status {
+        Status(self.status.load(Ordering::Relaxed) as u16)
+    }
+
+    /// Taken back by the host ([`Self::set_cancelled`]) since it was last issued.
+    pub(crate) fn cancelled(&self) -> bool {
+        self.status.load(Ordering::Relaxed) & CANCELLED != 0
+    }
+
+    /// Completion dwords 0 and 1: the command's result (a 64-bit one for some).
+    pub(crate) fn result(&self) -> u64 {
+        u64::from(self.result_hi.load(Ordering::Relaxed)) << 32
+            | u64::from(self.result.load(Ordering::Relaxed))
+    }
+
+    /// Sets the command a passthrough request carries (before it is issued), and clears
+    /// what the tag's previous command left (as C's `nvme_clear_nvme_request`): a request
+    /// that fails before it reaches the device ends with no NVMe status and no result.
+    pub(crate) fn set_passthru(&self, cmd: &Command) {
+        self.set_completion(Status(0), 0, 0);
+        for (d, v) in self.passthru.iter().zip(cmd.dw) {
+            d.store(v, Ordering::Relaxed);
+        }
+    }
+
+    pub(crate) fn passthru(&self) -> Command {
+        let mut c = Command::default();
+        for (v, d) in c.dw.iter_mut().zip(&self.passthru) {
+            *v = d.load(Ordering::Relaxed);
+        }
+        c
+    }
+}
 
 /// Entries of one list page: a PRP list (512 addresses) or 256 Dataset Management ranges.
 pub(crate) const LIST_ENTRIES: usize = 512;

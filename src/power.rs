@@ -23,8 +23,8 @@
 //!   until the slot reset; a permanent failure fails all I/O and marks the disks dead.
 
 use crate::{
-    blk::NvmeBlk,
     ctrl::Controller,
+    ioq::NvmeBlk,
     kernel_ext::{
         block::mq::TagSetRef,
         pci_driver::{ChannelState, ErsResult},

@@ -10,10 +10,9 @@
 //! MSI, then INTx with one vector for every queue, then no interrupt and no I/O queue).
 
 use crate::{
-    blk::{IoQueues, IoSet, NvmeBlk},
     fault::FaultsRef,
     hw::Hw,
-    ioq::{IoQueue, QueueIrq},
+    ioq::{IoQueue, IoQueues, IoSet, NvmeBlk, QueueIrq},
     kernel_ext::{
         block::mq::TagSet,
         irq::{irq_type_name, IrqSet, Spread},

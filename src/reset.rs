@@ -19,9 +19,8 @@
 //! with an I/O error until the device is unbound.
 
 use crate::{
-    blk::{IoSet, NvmeBlk},
     hw::Hw,
-    ioq::IoQueue,
+    ioq::{IoQueue, IoSet, NvmeBlk},
     kernel_ext::{
         block::mq::{Request, TagSetRef, Timeout},
         pci_clear_master, pci_set_master,

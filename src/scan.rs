@@ -10,10 +10,10 @@
 //! (or removes it if it can no longer be served), and adds a disk for each new namespace.
 
 use crate::{
-    blk::NvmeBlk,
     ctrl::Shared,
     hw::Hw,
     ioctl::{DiskIds, DiskLink, NsLink},
+    ioq::NvmeBlk,
     kernel_ext::{
         block::{
             bio::FrozenDisks,

@@ -5,8 +5,8 @@
 //! for (at probe, for `BLKREPORTZONE`, for its write pointer recovery).
 
 use crate::{
-    blk::NvmeBlk,
     hw::Hw,
+    ioq::NvmeBlk,
     kernel_ext::block::mq::{PrivateData, PrivateIo, Zone, ZoneReporter, ZonedDisk},
     spec::{
         command::Command,

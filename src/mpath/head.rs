@@ -5,8 +5,8 @@
 
 use super::PathState;
 use crate::{
-    blk::NvmeBlk,
     ioctl::{self, CtrlLink, DiskIds, DiskLink, NsKey},
+    ioq::NvmeBlk,
     kernel_ext::{
         block::{
             bio::{Bio, BioList, DiskHandle},
