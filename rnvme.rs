@@ -4,7 +4,7 @@
 //!
 //! Crate root: the module list, the module and its parameters, the PCI driver registration.
 
-#[path = "src/admin.rs"]
+#[path = "src/pci/admin.rs"]
 mod admin;
 #[path = "src/aen.rs"]
 mod aen;
@@ -20,7 +20,7 @@ mod events;
 mod fault;
 #[path = "src/core/fmt.rs"]
 mod fmt;
-#[path = "src/hw.rs"]
+#[path = "src/pci/hw.rs"]
 mod hw;
 #[path = "src/hwmon.rs"]
 mod hwmon;
@@ -28,7 +28,7 @@ mod hwmon;
 mod instance;
 #[path = "src/ioctl.rs"]
 mod ioctl;
-#[path = "src/ioq.rs"]
+#[path = "src/pci/ioq.rs"]
 mod ioq;
 #[path = "src/kernel_ext/mod.rs"]
 mod kernel_ext;
@@ -42,13 +42,13 @@ mod params;
 mod passthru;
 #[path = "src/power.rs"]
 mod power;
-#[path = "src/queue.rs"]
+#[path = "src/pci/queue.rs"]
 mod queue;
-#[path = "src/queues.rs"]
+#[path = "src/pci/queues.rs"]
 mod queues;
-#[path = "src/regs.rs"]
+#[path = "src/pci/regs.rs"]
 mod regs;
-#[path = "src/reset.rs"]
+#[path = "src/pci/reset.rs"]
 mod reset;
 #[path = "src/scan.rs"]
 mod scan;

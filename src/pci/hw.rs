@@ -2,10 +2,10 @@
 
 //! The controller's register-level state and steps, shared by bring-up, reset and teardown.
 //!
-//! [`Hw`] lives in an [`Arc`] held by the [`Controller`](crate::ctrl::Controller) and by the
-//! tag set's data, so blk-mq's timeout handler can reach it to abort a command or reset the
-//! controller. Enabling, disabling and creating I/O queues on the device are the same steps
-//! at probe and after a reset, so they are here once.
+//! [`Hw`] lives in an [`Arc`] held by the controller (`ctrl.rs`) and by the tag set's data,
+//! so blk-mq's timeout handler can reach it to abort a command or reset the controller.
+//! Enabling, disabling and creating I/O queues on the device are the same steps at probe and
+//! after a reset, so they are here once.
 
 use crate::kernel_ext::irq::IrqTypes;
 use crate::{

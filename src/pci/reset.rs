@@ -11,7 +11,7 @@
 //!    Limit) and give the command another timeout period.
 //! 5. Second timeout: reset the controller. Quiesce the queues, disable the controller (it
 //!    stops all DMA), reap what completed, take every command still in flight back with
-//!    "aborted by host" (retried, at most [`MAX_RETRIES`](crate::blk) times per request),
+//!    "aborted by host" (retried by `blk.rs`, at most `MAX_RETRIES` times per request),
 //!    empty the rings, enable, ask for the same number of queues, re-create them with the
 //!    same memory and vectors, re-identify, and unquiesce. The disks stay.
 //!
