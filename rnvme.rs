@@ -52,6 +52,8 @@ mod regs;
 mod reset;
 #[path = "src/scan.rs"]
 mod scan;
+#[path = "src/features/shared.rs"]
+mod shared;
 #[path = "src/spec/mod.rs"]
 mod spec;
 #[path = "src/core/state.rs"]

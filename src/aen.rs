@@ -24,11 +24,11 @@
 //! unbind finds the link revoked and does nothing; [`AsyncEvents::close`] waits for it.
 
 use crate::{
-    ctrl::Shared,
     events::{AsyncEvents, EventHandler},
     hw::Hw,
     hwmon::read_smart_log,
     ioctl::CtrlLink,
+    shared::Shared,
     spec::{
         command::Command,
         completion::{sc, Status},

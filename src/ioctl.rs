@@ -10,7 +10,6 @@
 //! for reset and rescan, as in the C driver.
 
 use crate::{
-    ctrl::Shared,
     kernel_ext::{
         chardev::CharDevOps,
         lease::Lease,
@@ -18,6 +17,7 @@ use crate::{
         uring_cmd::{Queued, UringCmd},
     },
     passthru::{self, require_admin, Caller},
+    shared::Shared,
     spec::{
         identify::AsciiField,
         ns_ids::NsIds,

@@ -17,7 +17,6 @@
 
 use crate::{
     admin::CmdError,
-    ctrl::Shared,
     ioctl::{CtrlLink, NsKey},
     kernel_ext::{
         block::mq::{PrivateData, PrivateIo},
@@ -25,6 +24,7 @@ use crate::{
         uring_cmd::{issue, FixedBuf, Queued, UringCmd, CMD_FIXED},
     },
     params,
+    shared::Shared,
     spec::{
         access::{access, Access, Target},
         effects,

@@ -10,7 +10,6 @@
 //! (or removes it if it can no longer be served), and adds a disk for each new namespace.
 
 use crate::{
-    ctrl::Shared,
     hw::Hw,
     ioctl::{DiskIds, DiskLink, NsLink},
     ioq::NvmeBlk,
@@ -25,6 +24,7 @@ use crate::{
     mpath::PathLimits,
     ns::{metadata_mode, servable, Namespace, Serving, Unservable},
     params,
+    shared::Shared,
     spec::{
         command::{cns, Command},
         effects,
