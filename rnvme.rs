@@ -6,13 +6,13 @@
 
 #[path = "src/pci/admin.rs"]
 mod admin;
-#[path = "src/aen.rs"]
+#[path = "src/features/aen.rs"]
 mod aen;
-#[path = "src/blk.rs"]
+#[path = "src/features/blk.rs"]
 mod blk;
-#[path = "src/ctrl.rs"]
+#[path = "src/entry/ctrl.rs"]
 mod ctrl;
-#[path = "src/driver.rs"]
+#[path = "src/entry/driver.rs"]
 mod driver;
 #[path = "src/core/events.rs"]
 mod events;
@@ -22,25 +22,25 @@ mod fault;
 mod fmt;
 #[path = "src/pci/hw.rs"]
 mod hw;
-#[path = "src/hwmon.rs"]
+#[path = "src/features/hwmon.rs"]
 mod hwmon;
 #[path = "src/core/instance.rs"]
 mod instance;
-#[path = "src/ioctl.rs"]
+#[path = "src/features/ioctl.rs"]
 mod ioctl;
 #[path = "src/pci/ioq.rs"]
 mod ioq;
 #[path = "src/kernel_ext/mod.rs"]
 mod kernel_ext;
-#[path = "src/mpath/mod.rs"]
+#[path = "src/features/mpath/mod.rs"]
 mod mpath;
-#[path = "src/ns.rs"]
+#[path = "src/features/ns.rs"]
 mod ns;
 #[path = "src/core/params.rs"]
 mod params;
-#[path = "src/passthru.rs"]
+#[path = "src/features/passthru.rs"]
 mod passthru;
-#[path = "src/power.rs"]
+#[path = "src/entry/power.rs"]
 mod power;
 #[path = "src/pci/queue.rs"]
 mod queue;
@@ -50,7 +50,7 @@ mod queues;
 mod regs;
 #[path = "src/pci/reset.rs"]
 mod reset;
-#[path = "src/scan.rs"]
+#[path = "src/features/scan.rs"]
 mod scan;
 #[path = "src/features/shared.rs"]
 mod shared;
@@ -60,7 +60,7 @@ mod spec;
 mod state;
 #[path = "src/core/stats.rs"]
 mod stats;
-#[path = "src/zns.rs"]
+#[path = "src/features/zns.rs"]
 mod zns;
 
 use kernel::prelude::*;
