@@ -109,6 +109,20 @@ if [ $status -ne 0 ] && ! grep -q '^FAIL ' "$LOGS/docs-check.log"; then
 	bad "docs: docs-check.py ran" "$(tail -3 "$LOGS/docs-check.log")"
 fi
 
+# The driver's layers: each module in its layer folder, imports only from the layers below
+# (scripts/import-check.py).
+if python3 "$RNVME_ROOT/scripts/import-check.py" >"$LOGS/import-check.log" 2>&1; then
+	ok "docs: $(sed -n 's/^PASS //p' "$LOGS/import-check.log")"
+else
+	line=$(grep '^FAIL ' "$LOGS/import-check.log")
+	if [ -n "$line" ]; then
+		rest=${line#FAIL }
+		bad "docs: ${rest%%: *}" "${rest#*: }"
+	else
+		bad "docs: import-check.py ran" "$(tail -3 "$LOGS/import-check.log")"
+	fi
+fi
+
 # --- VM scenarios ----------------------------------------------------------------------
 # guest_results NAME: the guest's RNVME-TEST lines from its results channel, its own count
 # of them, and its expectations of QEMU's trace.
