@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! Module parameters: range checks at load time, so a bad value fails `insmod` with a
-//! message that names the parameter instead of misbehaving later.
+//! message that names the parameter instead of misbehaving later; and the values they
+//! choose among (the multipath `Policy`, the queue depth bound), below every user.
 
 use crate::{
     kernel_ext::module_param::module_param_string,

@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! An I/O queue pair: the submission/completion rings, the per-tag list pages, and the
-//! completion side that turns device completions back into block requests.
+//! completion side that turns device completions back into block requests; and what the
+//! queues, recovery and the block operations share: the `NvmeBlk` marker, each request's
+//! `RqState`, and the queue sets (`IoSet`, `IoQueues`).
 
 use crate::{
     admin::AdminQueue,

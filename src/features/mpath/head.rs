@@ -133,8 +133,7 @@ impl WorkItem for Head {
 
 impl Waiter for Head {
     fn kick(self: Arc<Self>) {
-        // Already queued: the run to come takes every bio.
-        let _ = system_dfl().enqueue(self);
+        Head::kick(&self);
     }
 }
 
