@@ -10,6 +10,11 @@ src/entry. rnvme.rs's `#[path = "..."] mod name;` lines say where each module is
 imports are the `use crate::...` trees (braces included) and `crate::x` paths, doc links
 too, of every .rs file under it. Prints `PASS name` or `FAIL name: why` (as
 scripts/docs-check.py; scripts/test.sh reports it as `docs: name`); exits 1 on a failure.
+
+Modules also must not import each other in a cycle, with one exception: the namespace
+features in FEATURE_KNOT, which are one unit as C's core.c, ioctl.c and multipath.c are
+through nvme.h (`Shared` holds the subsystem membership, a path holds a lease of
+`Shared`, a handle names its namespace). A cycle that takes in any other module fails.
 """
 
 import os
@@ -18,6 +23,7 @@ import sys
 
 NAME = "imports go only down the layers (scripts/import-check.py)"
 LAYERS = ["spec", "kernel_ext", "core", "pci", "features", "entry"]
+FEATURE_KNOT = {"ioctl", "mpath", "ns", "passthru", "scan", "shared"}
 ROOT = sys.argv[1] if len(sys.argv) > 1 else os.path.dirname(
     os.path.dirname(os.path.abspath(__file__)))
 
@@ -46,6 +52,7 @@ def main():
         layer[name] = parts[1] if len(parts) > 2 and parts[1] in LAYERS else None
     bad = [f"{n} ({p}) is in no layer folder" for n, p in sorted(mods.items()) if not layer[n]]
     edges = set()
+    deps = {n: set() for n in mods}
     for name, path in sorted(mods.items()):
         top = os.path.join(ROOT, os.path.dirname(path) if path.endswith("mod.rs") else path)
         files = [top] if os.path.isfile(top) else [
@@ -58,6 +65,7 @@ def main():
             for dep in sorted(used & set(mods) - {name}):
                 if not (layer[name] and layer[dep]):
                     continue
+                deps[name].add(dep)
                 edges.add((layer[name], layer[dep]))
                 if LAYERS.index(layer[dep]) > LAYERS.index(layer[name]):
                     bad.append(f"{os.path.relpath(f, ROOT)} ({layer[name]}) imports {dep} "
@@ -77,8 +85,38 @@ def main():
     if any(v not in state and cyclic(v) for v in LAYERS):
         bad.append("the folders import each other in a cycle: "
                    + ", ".join(f"{a}->{b}" for a, b in sorted(edges) if a != b))
+    for knot in cycles(deps):
+        if not knot <= FEATURE_KNOT:
+            bad.append("modules import each other in a cycle: " + ", ".join(sorted(knot)))
     print(f"FAIL {NAME}: {' | '.join(bad)}" if bad else f"PASS {NAME}")
     return 1 if bad else 0
+
+
+def cycles(deps):
+    """The strongly connected sets of more than one module (Tarjan's algorithm)."""
+    index, low, stack, out = {}, {}, [], []
+
+    def visit(v):
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in sorted(deps[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            knot = set()
+            while not knot or w != v:
+                w = stack.pop()
+                knot.add(w)
+            if len(knot) > 1:
+                out.append(knot)
+
+    for v in sorted(deps):
+        if v not in index:
+            visit(v)
+    return out
 
 
 if __name__ == "__main__":

@@ -18,7 +18,6 @@ use crate::{
     hwmon::Sensors,
     instance::Instance,
     ioctl::{CtrlChar, CtrlLink},
-    ioq::QueueIrq,
     kernel_ext::{
         chardev::CharDev,
         dma as kdma, hwmon,
@@ -28,6 +27,7 @@ use crate::{
     },
     params,
     queue::Queue,
+    queues::QueueIrq,
     queues::Queues,
     regs::{Regs, BAR0_MIN},
     shared::{QuirkList, Shared},

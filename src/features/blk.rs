@@ -11,7 +11,7 @@
 
 use crate::{
     ioctl::{self, DiskLink},
-    ioq::{IoQueue, IoSet, NvmeBlk, RqState, LIST_ENTRIES},
+    ioq::{IoQueue, NvmeBlk, RqState, LIST_ENTRIES},
     kernel_ext::{
         block::mq::{
             BlkStatus, Dispatched, Mapping, Operations, Owned, ReqOp, Request, TagSetRef, Tags,
@@ -20,7 +20,9 @@ use crate::{
         sysfs::SysfsBuf,
     },
     ns::Namespace,
-    params, reset,
+    params,
+    queues::IoSet,
+    reset,
     spec::{
         command::{dsm_range, io_cid, io_opcode, Command, DSM_MAX_RANGES},
         completion::{BlockError, Status},

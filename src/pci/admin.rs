@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! The admin queue: synchronous admin commands with a timeout, aborts, the asynchronous event
-//! request, and its completion side (the interrupt handler is [`crate::ioq::QueueIrq`]).
+//! request, and its completion side (the interrupt handler is `QueueIrq`, in `queues.rs`).
 //!
 //! Synchronous commands run side by side, one per slot, as C's admin tag set: nobody waits
 //! for another command to complete before sending theirs, so a reset's commands never wait

@@ -2,16 +2,14 @@
 
 //! An I/O queue pair: the submission/completion rings, the per-tag list pages, and the
 //! completion side that turns device completions back into block requests; and what the
-//! queues, recovery and the block operations share: the `NvmeBlk` marker, each request's
-//! `RqState`, and the queue sets (`IoSet`, `IoQueues`).
+//! queues, recovery and the block operations share: the `NvmeBlk` marker and each
+//! request's `RqState`.
 
 use crate::{
-    admin::AdminQueue,
     fault::FaultsRef,
-    hw::Hw,
     kernel_ext::{
         block::mq::{CompletionBatch, QueueTags, Tags},
-        irq::{IrqContext, IrqKey, VectorHandler},
+        irq::IrqContext,
     },
     queue::{Queue, ShadowDoorbells},
     regs::Regs,
@@ -26,7 +24,6 @@ use kernel::{
     device::Bound,
     dma::Coherent,
     io::io_write,
-    irq::IrqReturn,
     pci,
     prelude::*,
     sync::{
@@ -38,17 +35,6 @@ use kernel::{
 /// The block layer's side of the driver (its `Operations`, in `blk.rs`): the tag set's and
 /// the disks' type.
 pub(crate) struct NvmeBlk;
-
-/// The hardware queues of a controller, indexed by blk-mq hardware queue number.
-pub(crate) type IoQueues<'b> = KVec<Arc<IoQueue<'b>>>;
-
-/// The tag set's data: the queues, and the controller state error recovery needs.
-pub(crate) struct IoSet<'b> {
-    pub(crate) hw: Arc<Hw<'b>>,
-    pub(crate) queues: IoQueues<'b>,
-    /// Shadow doorbells of the I/O queues, if the controller offers them.
-    pub(crate) shadow: Option<Arc<ShadowDoorbells>>,
-}
 
 /// In [`RqState`]'s status word: the host took the command back (a reset, a dead
 /// controller) instead of the device completing it (C's `NVME_REQ_CANCELLED`). In the same
@@ -269,7 +255,7 @@ impl<'b> IoQueue<'b> {
     /// Consumes new completions from the queue's interrupt handler: each valid one completes
     /// its request. Successful ones are ended together at the end.
     #[inline]
-    fn process_in_handler(&self, ctx: &IrqContext) -> u32 {
+    pub(crate) fn process_in_handler(&self, ctx: &IrqContext) -> u32 {
         let mut batch = CompletionBatch::new();
         self.queue
             .reap_in_handler(ctx, |cqe| self.complete_one(cqe, &mut batch))
@@ -320,43 +306,6 @@ impl<'b> IoQueue<'b> {
                     );
                 }
             }
-        }
-    }
-}
-
-/// A queue's interrupt handler: what it reaps. Several queues may share a vector (the admin
-/// queue and the first I/O queue, when the device granted few vectors).
-pub(crate) enum QueueIrq<'b> {
-    Admin(Arc<AdminQueue<'b>>),
-    Io(Arc<IoQueue<'b>>),
-}
-
-impl VectorHandler for QueueIrq<'_> {
-    fn handle(&self, ctx: &IrqContext) -> IrqReturn {
-        let n = match self {
-            QueueIrq::Admin(a) => {
-                a.queue().stats.interrupt();
-                a.process()
-            }
-            QueueIrq::Io(q) => {
-                q.queue.stats.interrupt();
-                q.process_in_handler(ctx)
-            }
-        };
-        if n > 0 {
-            IrqReturn::Handled
-        } else {
-            // Nothing for this queue: another one on a shared vector, or another device
-            // on a shared INTx line, raised it.
-            IrqReturn::None
-        }
-    }
-
-    /// An I/O queue's handler reaps its completion queue without a lock; the admin queue's
-    /// is also reaped by process context waiting for a command, so it keeps its lock.
-    fn bind(&self, key: Option<&IrqKey>) {
-        if let QueueIrq::Io(q) = self {
-            q.queue.bind_cq(key);
         }
     }
 }

@@ -10,19 +10,70 @@
 //! MSI, then INTx with one vector for every queue, then no interrupt and no I/O queue).
 
 use crate::{
+    admin::AdminQueue,
     fault::FaultsRef,
     hw::Hw,
-    ioq::{IoQueue, IoQueues, IoSet, NvmeBlk, QueueIrq},
+    ioq::{IoQueue, NvmeBlk},
     kernel_ext::{
         block::mq::TagSet,
-        irq::{irq_type_name, IrqSet, Spread},
+        irq::{irq_type_name, IrqContext, IrqKey, IrqSet, Spread, VectorHandler},
     },
     params,
     queue::ShadowDoorbells,
     spec::{command::Command, identify::IdentifyController, quirks::Quirks},
     stats::DebugDir,
 };
-use kernel::{pci::IrqType, prelude::*, str::CString, sync::Arc, time::msecs_to_jiffies};
+use kernel::{
+    irq::IrqReturn, pci::IrqType, prelude::*, str::CString, sync::Arc, time::msecs_to_jiffies,
+};
+
+/// The hardware queues of a controller, indexed by blk-mq hardware queue number.
+pub(crate) type IoQueues<'b> = KVec<Arc<IoQueue<'b>>>;
+
+/// The tag set's data: the queues, and the controller state error recovery needs.
+pub(crate) struct IoSet<'b> {
+    pub(crate) hw: Arc<Hw<'b>>,
+    pub(crate) queues: IoQueues<'b>,
+    /// Shadow doorbells of the I/O queues, if the controller offers them.
+    pub(crate) shadow: Option<Arc<ShadowDoorbells>>,
+}
+
+/// A queue's interrupt handler: what it reaps. Several queues may share a vector (the admin
+/// queue and the first I/O queue, when the device granted few vectors).
+pub(crate) enum QueueIrq<'b> {
+    Admin(Arc<AdminQueue<'b>>),
+    Io(Arc<IoQueue<'b>>),
+}
+
+impl VectorHandler for QueueIrq<'_> {
+    fn handle(&self, ctx: &IrqContext) -> IrqReturn {
+        let n = match self {
+            QueueIrq::Admin(a) => {
+                a.queue().stats.interrupt();
+                a.process()
+            }
+            QueueIrq::Io(q) => {
+                q.queue.stats.interrupt();
+                q.process_in_handler(ctx)
+            }
+        };
+        if n > 0 {
+            IrqReturn::Handled
+        } else {
+            // Nothing for this queue: another one on a shared vector, or another device
+            // on a shared INTx line, raised it.
+            IrqReturn::None
+        }
+    }
+
+    /// An I/O queue's handler reaps its completion queue without a lock; the admin queue's
+    /// is also reaped by process context waiting for a command, so it keeps its lock.
+    fn bind(&self, key: Option<&IrqKey>) {
+        if let QueueIrq::Io(q) = self {
+            q.queue.bind_cq(key);
+        }
+    }
+}
 
 /// The queues and vectors of a controller. Dropping it stops the controller (unless unbind
 /// already did), then frees the interrupt handlers, then the queues' memory: the device is

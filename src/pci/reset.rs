@@ -20,12 +20,13 @@
 
 use crate::{
     hw::Hw,
-    ioq::{IoQueue, IoSet, NvmeBlk},
+    ioq::{IoQueue, NvmeBlk},
     kernel_ext::{
         block::mq::{Request, TagSetRef, Timeout},
         pci_clear_master, pci_set_master,
     },
     params,
+    queues::IoSet,
     spec::{
         command::io_cid,
         completion::Status,
