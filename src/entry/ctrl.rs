@@ -17,7 +17,7 @@ use crate::{
     hw::{self, Enabled, Hw},
     hwmon::Sensors,
     instance::Instance,
-    ioctl::{CtrlChar, CtrlLink},
+    ioctl::CtrlChar,
     kernel_ext::{
         chardev::CharDev,
         dma as kdma, hwmon,
@@ -30,6 +30,7 @@ use crate::{
     queues::QueueIrq,
     queues::Queues,
     regs::{Regs, BAR0_MIN},
+    shared::CtrlLink,
     shared::{QuirkList, Shared},
     spec::{
         quirks::Quirks,

@@ -27,7 +27,7 @@ use crate::{
     events::{AsyncEvents, EventHandler},
     hw::Hw,
     hwmon::read_smart_log,
-    ioctl::CtrlLink,
+    shared::CtrlLink,
     shared::Shared,
     spec::{
         command::Command,

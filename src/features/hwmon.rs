@@ -7,8 +7,8 @@
 
 use crate::{
     hw::Hw,
-    ioctl::CtrlLink,
     kernel_ext::hwmon::{Operations, Registration, TempAttr},
+    shared::CtrlLink,
     spec::{
         command::Command,
         identify::IdentifyController,

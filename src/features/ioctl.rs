@@ -12,12 +12,11 @@
 use crate::{
     kernel_ext::{
         chardev::CharDevOps,
-        lease::Lease,
         sysfs::SysfsBuf,
         uring_cmd::{Queued, UringCmd},
     },
     passthru::{self, require_admin, Caller},
-    shared::Shared,
+    shared::{CtrlLink, Shared},
     spec::{
         identify::AsciiField,
         ns_ids::NsIds,
@@ -29,12 +28,7 @@ use core::fmt::Write;
 use kernel::{
     prelude::*,
     sync::{Arc, LockClassKey},
-    types::ForLt,
 };
-
-/// What open files, disks and queued work hold of a controller: its shared state, borrowed
-/// from the bound device.
-pub(crate) type CtrlLink = Lease<ForLt!(Shared<'_>)>;
 
 /// Which namespace a handle means: its id and, for a handle of one disk (its block or
 /// generic device, [`NsKey::bound`]), that disk's serial, which no later disk of the same

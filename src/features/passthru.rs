@@ -17,13 +17,14 @@
 
 use crate::{
     admin::CmdError,
-    ioctl::{CtrlLink, NsKey},
+    ioctl::NsKey,
     kernel_ext::{
         block::mq::{PrivateData, PrivateIo},
         chardev::capable_sys_admin,
         uring_cmd::{issue, FixedBuf, Queued, UringCmd, CMD_FIXED},
     },
     params,
+    shared::CtrlLink,
     shared::Shared,
     spec::{
         access::{access, Access, Target},

@@ -7,16 +7,16 @@
 use crate::{
     fault::FaultsRef,
     hw::Hw,
-    ioctl::{CtrlLink, NsKey},
+    ioctl::NsKey,
     ioq::NvmeBlk,
     kernel_ext::{
         block::mq::{DiskArc, Disks, TagSet},
         irq::{irq_type_name, IrqSet},
+        lease::Lease,
     },
     mpath::Membership,
     ns, params,
-    queues::QueueIrq,
-    queues::Queues,
+    queues::{QueueIrq, Queues},
     reset,
     scan::active_namespaces,
     spec::{
@@ -29,7 +29,11 @@ use crate::{
         subsys::{multi_controller, Nqn},
     },
 };
-use kernel::{prelude::*, sync::Arc};
+use kernel::{prelude::*, sync::Arc, types::ForLt};
+
+/// What open files, disks and queued work hold of a controller: its shared state, borrowed
+/// from the bound device.
+pub(crate) type CtrlLink = Lease<ForLt!(Shared<'_>)>;
 
 /// A controller's state that user space reaches (ioctls, sysfs) through its [`CtrlLink`]:
 /// the disks (added and removed by rescans), the queues, the identify data, the hardware.

@@ -5,7 +5,7 @@
 
 use super::PathState;
 use crate::{
-    ioctl::{self, CtrlLink, DiskIds, DiskLink, NsKey},
+    ioctl::{self, DiskIds, DiskLink, NsKey},
     ioq::NvmeBlk,
     kernel_ext::{
         block::{
@@ -19,6 +19,7 @@ use crate::{
         sysfs::SysfsBuf,
     },
     params::Policy,
+    shared::CtrlLink,
     spec::ns_ids::NsIds,
     state::CtrlStatus,
     state::{State, Waiter},

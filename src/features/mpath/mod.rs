@@ -23,7 +23,7 @@
 //! not done here yet).
 
 use crate::{
-    ioctl::{CtrlLink, DiskIds},
+    ioctl::DiskIds,
     kernel_ext::{
         block::{
             bio::{BioList, DiskHandle, FrozenDisks},
@@ -34,6 +34,7 @@ use crate::{
         sync::flush_work,
     },
     params::Policy,
+    shared::CtrlLink,
     spec::{ns_ids::NsIds, subsys::Nqn},
     state::CtrlStatus,
 };
