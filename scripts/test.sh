@@ -646,6 +646,10 @@ for flavour in $FLAVOURS; do
 	# per namespace; policies, a path's reset and removal (QMP) under fio verify.
 	hmp_vm "mpath-$flavour" "$flavour" --ctrls 4 --subsys-pairs --ns 2 --private-ns 2 \
 		--backend image --image-dir "$img/mpath" --size 64M --timeout $T -- 'sh /guest/mpath.sh'
+	# A Format NVM freezing many heads and disks at once, rnvme beside the C driver: within
+	# lockdep's depth of held locks per task.
+	run_vm "manyns-$flavour" "$flavour" --ctrls 4 --subsys-pairs --ns 25 --backend null \
+		--size 16M --timeout $T -- 'NS=25 sh /guest/manyns.sh'
 	# Every field of the commands rnvme submits, read from the submission queues (guest
 	# memory, over QMP) after its requests, beside the C driver's: FUA, PRINFO and the
 	# reference tag, LBAs past 2^32 on an 8 TiB namespace, NLB, Write Zeroes, the Abort

@@ -62,13 +62,15 @@ impl DiskHandle {
     /// bios and requests wait at their entrance (C's `nvme_mpath_start_freeze` and
     /// `nvme_mpath_wait_freeze` on its heads). A disk removed meanwhile stays allocated (the
     /// handles) and is unfrozen all the same. Allocations by this task do no I/O meanwhile.
+    /// Without a lockdep owner, as C's `nvme_mpath_start_freeze`: a task holds at most
+    /// `MAX_LOCK_DEPTH` lock entries, fewer than the heads of a large subsystem would take.
     /// Upstream candidate.
     pub(crate) fn freeze_all(disks: KVec<DiskHandle>) -> FrozenDisks {
         let noio = MemallocNoio::save();
         for d in disks.iter() {
             // SAFETY: the handle keeps the disk and its queue allocated (invariant);
-            // unfrozen by `FrozenDisks::drop` on this task, the freeze's lockdep owner.
-            unsafe { bindings::blk_freeze_queue_start((*d.disk.as_ptr()).queue) };
+            // unfrozen once, by `FrozenDisks::drop`.
+            unsafe { bindings::blk_freeze_queue_start_non_owner((*d.disk.as_ptr()).queue) };
         }
         for d in disks.iter() {
             // SAFETY: as above; the freeze was started.
@@ -79,7 +81,8 @@ impl DiskHandle {
 }
 
 /// Disks frozen by [`DiskHandle::freeze_all`]; unfrozen when dropped, on the task that froze
-/// them (the guard is not `Send`). Upstream candidate.
+/// them (the guard is not `Send`: its `MemallocNoio` scope is the task's). Upstream
+/// candidate.
 pub(crate) struct FrozenDisks {
     disks: KVec<DiskHandle>,
     _noio: MemallocNoio,
@@ -88,8 +91,8 @@ pub(crate) struct FrozenDisks {
 impl Drop for FrozenDisks {
     fn drop(&mut self) {
         for d in self.disks.iter() {
-            // SAFETY: frozen by `freeze_all` on this task; the handle keeps the queue.
-            unsafe { bindings::blk_mq_unfreeze_queue_nomemrestore((*d.disk.as_ptr()).queue) };
+            // SAFETY: frozen by `freeze_all`, once; the handle keeps the queue.
+            unsafe { bindings::blk_mq_unfreeze_queue_non_owner((*d.disk.as_ptr()).queue) };
         }
     }
 }

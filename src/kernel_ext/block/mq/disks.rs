@@ -205,14 +205,18 @@ impl<'s, 'a, T: Operations> DisksScan<'s, 'a, T> {
     /// Freezes the request queues of every disk (waits until no request is in flight and holds
     /// new ones back) until the returned guard is dropped. Allocations by this task do no I/O
     /// meanwhile. Upstream candidate.
+    ///
+    /// Without a lockdep owner, as C's `nvme_start_freeze`: an owned freeze holds lock
+    /// entries of the task until its unfreeze, and a task has `MAX_LOCK_DEPTH` of them, fewer
+    /// than the queues a controller with many namespaces freezes at once.
     pub(crate) fn freeze_disks(&self) -> Frozen<'_, 's, 'a, T> {
         let noio = MemallocNoio::save();
         let added = || self.list.iter().filter(|d| d.added());
         // Start every freeze first, so the queues drain in parallel.
         for d in added() {
-            // SAFETY: the disk is added and alive (invariant); unfrozen by `Frozen::drop`
-            // on this task, as the freeze's lockdep owner expects.
-            unsafe { bindings::blk_freeze_queue_start((*d.disk.as_ptr()).queue) };
+            // SAFETY: the disk is added and alive (invariant); unfrozen once, by
+            // `Frozen::drop` (the list cannot change while it borrows the scan lock).
+            unsafe { bindings::blk_freeze_queue_start_non_owner((*d.disk.as_ptr()).queue) };
         }
         for d in added() {
             // SAFETY: as above; the freeze was started.
@@ -259,8 +263,9 @@ pub(crate) struct Frozen<'f, 's, 'a, T: Operations> {
 impl<T: Operations> Drop for Frozen<'_, '_, '_, T> {
     fn drop(&mut self) {
         for d in self.scan.list.iter().filter(|d| d.added()) {
-            // SAFETY: frozen by `freeze_disks` on this task (the guard is not `Send`).
-            unsafe { bindings::blk_mq_unfreeze_queue_nomemrestore((*d.disk.as_ptr()).queue) };
+            // SAFETY: frozen by `freeze_disks`, once (the list is the same: the guard
+            // borrows the scan lock).
+            unsafe { bindings::blk_mq_unfreeze_queue_non_owner((*d.disk.as_ptr()).queue) };
         }
     }
 }
