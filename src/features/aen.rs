@@ -12,10 +12,10 @@
 //! their log pages are left to user space (nvme-cli), as the C driver does.
 //!
 //! The same work item marks the disks dead when error recovery gives the controller up
-//! ([`AsyncEvents::controller_dead`]: it takes the disks' lock, which the code that decides
-//! it may hold), and resets the controller after an admin command timed out
-//! ([`AsyncEvents::reset_needed`]: the command's sender may be a scan, holding the disks'
-//! lock). That reset takes no disk lock, and an I/O the stopped controller holds does not
+//! ([`AsyncEvents::controller_dead`]: the marking may wait for the disks' file systems,
+//! which the code that decides it must not), and resets the controller after an admin
+//! command timed out ([`AsyncEvents::reset_needed`]: the command's sender may be a scan,
+//! holding the scan lock). Neither takes the scan lock, and an I/O the stopped controller holds does not
 //! wait for this work either: its timeout starts the reset first if the work is busy (a
 //! rescan waiting for that I/O), see `Hw::pending_reset`.
 //!

@@ -147,7 +147,7 @@ impl<'b> Shared<'b> {
     pub(crate) fn ns_format(&self, key: NsKey) -> Option<(u32, Option<Metadata>)> {
         self.disks.as_ref()?.with_disk(
             |ns| key.matches(ns.key()),
-            |d| (d.data().lba_shift(), d.data().metadata().copied()),
+            |ns| (ns.lba_shift(), ns.metadata().copied()),
         )
     }
 
@@ -156,7 +156,7 @@ impl<'b> Shared<'b> {
     pub(crate) fn integrity_size(&self, key: NsKey) -> Option<u8> {
         self.disks
             .as_ref()?
-            .with_disk(|ns| key.matches(ns.key()), |d| d.data().integrity_size())
+            .with_disk(|ns| key.matches(ns.key()), |ns| ns.integrity_size())
     }
 }
 

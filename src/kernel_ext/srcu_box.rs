@@ -75,6 +75,12 @@ impl<T> SrcuBox<T> {
         }
     }
 
+    /// Waits for the readers inside a read-side section now (of this box's SRCU). Must not
+    /// be called inside one.
+    pub(crate) fn synchronize(&self) {
+        self.srcu.synchronize();
+    }
+
     /// Replaces the value, then waits for readers of the old one and frees it. Must not be
     /// called inside a read-side section of this box.
     pub(crate) fn replace(&self, value: KBox<T>) {

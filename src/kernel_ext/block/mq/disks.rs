@@ -11,15 +11,20 @@
 //! takes that lock: it sees the list as last published, inside an SRCU read-side section,
 //! and keeps a disk past it only by a counted reference ([`DiskArc`]). A disk is published
 //! once `device_add_disk` succeeded, and unpublished (readers waited for) before
-//! `del_gendisk`, so a reader never finds a disk being added or deleted.
+//! `del_gendisk`, so a reader never finds a disk being added or deleted: a disk taken out
+//! is first marked unlisted (readers skip it), then readers are waited for, whether or not
+//! there is memory for a new copy of the list.
+//!
+//! A dead controller's disks are marked dead by a reader; a disk a scan adds meanwhile,
+//! published after that reader looked, is marked by the scan itself (the `dead` flag).
 
 use super::{
     gen_disk::{DiskArc, DiskRef, GenDisk, NewDisk},
     Operations, TagSet,
 };
 use crate::kernel_ext::{srcu_box::SrcuBox, sync::MemallocNoio};
+use core::sync::atomic::{AtomicBool, Ordering::SeqCst};
 use kernel::{
-    alloc::kvec::PushError,
     bindings, new_mutex,
     prelude::*,
     sync::{Arc, Mutex, MutexGuard, UniqueArc},
@@ -32,9 +37,11 @@ type List<'a, T> = KVec<Arc<GenDisk<'a, T>>>;
 ///
 /// # Invariants
 ///
-/// Every disk of `scan`'s list is on `set`. `listed` holds the disks of `scan`'s list as of
-/// the last change that could publish them; a disk `scan` dropped is in `listed` only if
-/// publishing failed for want of memory, and is then no longer added (readers skip it).
+/// Every disk of `scan`'s list is on `set`, added, and marked listed. `listed` holds the
+/// disks of `scan`'s list as of the last change that could publish them; a disk `scan`
+/// dropped is in `listed` only if publishing failed for want of memory, and was marked
+/// unlisted (readers skip it) before the readers that might have found it were waited for
+/// and it was deleted.
 #[pin_data(PinnedDrop)]
 pub(crate) struct Disks<'a, T: Operations> {
     /// The scan lock and the writers' list. Held while waiting for I/O; never by a lookup.
@@ -44,6 +51,8 @@ pub(crate) struct Disks<'a, T: Operations> {
     #[pin]
     listed: SrcuBox<List<'a, T>>,
     set: Arc<TagSet<'a, T>>,
+    /// The disks were marked dead: one added later is marked too.
+    dead: AtomicBool,
 }
 
 #[pinned_drop]
@@ -60,6 +69,7 @@ impl<'a, T: Operations> Disks<'a, T> {
             scan <- new_mutex!(KVec::new()),
             listed <- SrcuBox::new(KBox::new(KVec::new(), GFP_KERNEL)?),
             set,
+            dead: AtomicBool::new(false),
         })
     }
 
@@ -81,31 +91,37 @@ impl<'a, T: Operations> Disks<'a, T> {
         let listed = self.listed.read();
         listed
             .iter()
-            .find(|d| d.added() && pred(&d._data))
+            .find(|d| d.listed() && pred(&d._data))
             .map(|d| DiskArc(d.clone()))
     }
 
-    /// `f` on the first disk whose data satisfies `pred`, inside the lookup (which `f` must
-    /// not make wait for I/O). Takes no lock.
+    /// `f` on the data of the first disk whose data satisfies `pred`, inside the lookup
+    /// (which `f` must not make wait for I/O). Takes no lock.
     pub(crate) fn with_disk<R>(
         &self,
         pred: impl Fn(&T::DiskData<'a>) -> bool,
-        f: impl FnOnce(DiskRef<'_, 'a, T>) -> R,
+        f: impl FnOnce(&T::DiskData<'a>) -> R,
     ) -> Option<R> {
         let listed = self.listed.read();
         listed
             .iter()
-            .find(|d| d.added() && pred(&d._data))
-            .map(|disk| f(DiskRef { disk }))
+            .find(|d| d.listed() && pred(&d._data))
+            .map(|d| f(&d._data))
     }
 
     /// Marks every disk dead, as `blk_mark_disk_dead`: its capacity becomes 0, new I/O fails at
     /// once, and file systems on it are told the device is gone (shut down). The disks stay
-    /// until removed. Returns how many were newly marked. Takes no lock (a dying controller's
-    /// scan may be waiting for I/O only this ends). Upstream candidate.
+    /// until removed, and a disk added later is marked when it is. Returns how many were
+    /// newly marked. Takes no lock (a dying controller's scan may be waiting for I/O only
+    /// this ends); may wait for the file systems on the disks. Upstream candidate.
     pub(crate) fn mark_disks_dead(&self) -> usize {
+        // Before the list is read; `DisksScan::add_disk` reads it after publishing.
+        self.dead.store(true, SeqCst);
         let listed = self.listed.read();
-        listed.iter().filter(|d| d.added() && d.mark_dead()).count()
+        listed
+            .iter()
+            .filter(|d| d.listed() && d.mark_dead())
+            .count()
     }
 }
 
@@ -117,10 +133,11 @@ pub(crate) struct DisksScan<'s, 'a, T: Operations> {
 }
 
 impl<'s, 'a, T: Operations> DisksScan<'s, 'a, T> {
-    /// A copy of the writers' list for the readers, allocated before a change.
+    /// A copy of the listed disks of the writers' list for the readers, with room for
+    /// `extra` more.
     fn copy(&self, extra: usize) -> Result<KBox<List<'a, T>>> {
         let mut v = KVec::with_capacity(self.list.len() + extra, GFP_KERNEL)?;
-        for d in self.list.iter() {
+        for d in self.list.iter().filter(|d| d.listed()) {
             v.push_within_capacity(d.clone()).map_err(|_| ENOMEM)?;
         }
         Ok(KBox::new(v, GFP_KERNEL)?)
@@ -138,50 +155,57 @@ impl<'s, 'a, T: Operations> DisksScan<'s, 'a, T> {
         let mut next = self.copy(1)?;
         let slot = UniqueArc::new_uninit(GFP_KERNEL)?;
         let disk = Arc::from(slot.write(GenDisk::new(&self.disks.set, disk, fault)?));
+        disk.set_listed(true);
         next.push_within_capacity(disk.clone())
             .map_err(|_| ENOMEM)?;
-        self.list.push_within_capacity(disk).map_err(|_| ENOMEM)?;
+        self.list
+            .push_within_capacity(disk.clone())
+            .map_err(|_| ENOMEM)?;
         self.disks.listed.replace(next);
+        // After the publication (a full barrier): a controller marked dead before it saw
+        // the old list, so its marking missed this disk.
+        if self.disks.dead.load(SeqCst) {
+            disk.mark_dead();
+        }
         Ok(())
     }
 
     /// Removes (as [`Self::remove_disks`]) every disk whose data does not satisfy `keep`.
     /// Upstream candidate.
     pub(crate) fn retain_disks(&mut self, keep: impl Fn(&T::DiskData<'a>) -> bool) {
-        // Without memory to wait for the readers first, a disk goes at once, and readers
-        // that still find it skip it (no longer added).
-        let mut gone = KVec::with_capacity(self.list.len(), GFP_KERNEL).unwrap_or_default();
-        self.list.retain(|d| {
-            if keep(&d._data) {
-                return true;
-            }
-            if let Err(PushError(d)) = gone.push_within_capacity(d.clone()) {
-                d.remove();
-            }
-            false
-        });
-        self.unlist(gone);
+        let mut leaving = false;
+        for d in self.list.iter().filter(|d| !keep(&d._data)) {
+            d.set_listed(false);
+            leaving = true;
+        }
+        if leaving {
+            self.unlist();
+        }
     }
 
     /// Removes every disk from the system (waiting for their I/O), keeping the tag set.
     /// Upstream candidate.
     pub(crate) fn remove_disks(&mut self) {
-        let gone = core::mem::take(&mut *self.list);
-        self.unlist(gone);
+        for d in self.list.iter() {
+            d.set_listed(false);
+        }
+        self.unlist();
     }
 
-    /// Publishes the list without `gone`, waits for the readers that may have found them,
-    /// then deletes them (their memory goes with their last reference).
-    fn unlist(&mut self, gone: List<'a, T>) {
-        if gone.is_empty() {
-            return;
+    /// Publishes the list without the disks marked unlisted (or, without memory for the
+    /// copy, only waits for the readers, which skip them), then deletes them; their memory
+    /// goes with their last reference.
+    fn unlist(&mut self) {
+        match self.copy(0) {
+            Ok(next) => self.disks.listed.replace(next),
+            Err(_) => self.disks.listed.synchronize(),
         }
-        if let Ok(next) = self.copy(0) {
-            self.disks.listed.replace(next);
-        }
-        for d in gone.iter() {
-            d.remove();
-        }
+        self.list.retain(|d| {
+            if !d.listed() {
+                d.remove();
+            }
+            d.listed()
+        });
     }
 
     /// The first disk whose data satisfies `pred`. Upstream candidate.
@@ -214,8 +238,8 @@ impl<'s, 'a, T: Operations> DisksScan<'s, 'a, T> {
         let added = || self.list.iter().filter(|d| d.added());
         // Start every freeze first, so the queues drain in parallel.
         for d in added() {
-            // SAFETY: the disk is added and alive (invariant); unfrozen once, by
-            // `Frozen::drop` (the list cannot change while it borrows the scan lock).
+            // SAFETY: the disk is added, and alive while the list holds it; unfrozen once,
+            // by `Frozen::drop` (the list cannot change while it borrows the scan lock).
             unsafe { bindings::blk_freeze_queue_start_non_owner((*d.disk.as_ptr()).queue) };
         }
         for d in added() {
@@ -240,7 +264,7 @@ impl<'s, 'a, T: Operations> DisksScan<'s, 'a, T> {
             d.hold();
         }
         for d in self.list.iter().filter(|d| d.held()) {
-            // SAFETY: as above; the freeze was started.
+            // SAFETY: the disk is alive while the list holds it; `hold` started the freeze.
             unsafe { bindings::blk_mq_freeze_queue_wait((*d.disk.as_ptr()).queue) };
         }
     }

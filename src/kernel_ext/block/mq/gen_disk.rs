@@ -272,6 +272,9 @@ impl<T: Operations> DiskOps<T> {
 pub(super) struct GenDisk<'a, T: Operations> {
     pub(super) disk: NonNull<bindings::gendisk>,
     added: AtomicBool,
+    /// Found by lookups of its [`Disks`](super::Disks) list (published there, not yet
+    /// being taken out).
+    listed: AtomicBool,
     /// Marked dead (`blk_mark_disk_dead`).
     dead: AtomicBool,
     /// Frozen by [`DisksScan::freeze_disks_non_owner`](super::DisksScan::freeze_disks_non_owner).
@@ -302,7 +305,7 @@ where
 }
 
 /// A counted reference to a disk of a [`Disks`](super::Disks) list, taken with
-/// [`Disks::get_disk`](super::Disks::get_disk) and used after the list's lock is dropped (C's
+/// [`Disks::get_disk`](super::Disks::get_disk) and used after the lookup (C's
 /// `nvme_get_ns`). The disk may be removed meanwhile: its queue then fails new requests, and
 /// the gendisk is put when the last reference goes. Upstream candidate.
 pub(crate) struct DiskArc<'a, T: Operations>(pub(super) Arc<GenDisk<'a, T>>);
@@ -504,6 +507,7 @@ impl<'a, T: Operations> GenDisk<'a, T> {
             // SAFETY: `from_err_ptr` returned a non-error pointer.
             disk: unsafe { NonNull::new_unchecked(disk) },
             added: AtomicBool::new(false),
+            listed: AtomicBool::new(false),
             dead: AtomicBool::new(false),
             held: AtomicBool::new(false),
             _data: data,
@@ -589,6 +593,17 @@ impl<T: Operations> GenDisk<'_, T> {
     /// Added and not yet removed.
     pub(super) fn added(&self) -> bool {
         self.added.load(Ordering::Acquire)
+    }
+
+    /// Found by lookups of its list.
+    pub(super) fn listed(&self) -> bool {
+        self.listed.load(Ordering::Acquire)
+    }
+
+    /// Marks the disk as found by lookups of its list, or not (taken out: readers skip it
+    /// from now on).
+    pub(super) fn set_listed(&self, listed: bool) {
+        self.listed.store(listed, Ordering::Release);
     }
 
     /// Frozen by [`DisksScan::freeze_disks_non_owner`](super::DisksScan::freeze_disks_non_owner).
