@@ -1180,6 +1180,25 @@ mod zns {
     }
 
     #[test]
+    fn zone_sectors_never_wrap() {
+        let z = |zone_blocks| ZoneInfo {
+            zone_blocks,
+            max_open: 0,
+            max_active: 0,
+        };
+        // 4 MiB zones of 4 KiB blocks.
+        assert_eq!(z(1024).zone_sectors(12), Some(8192));
+        // The largest the block layer takes, and one power of two more.
+        assert_eq!(z(1 << 28).zone_sectors(12), Some(1 << 31));
+        assert_eq!(z(1 << 29).zone_sectors(12), None);
+        // A hostile ZSZE whose sectors wrap to 0 in 64 bits (2^61 blocks of 4 KiB).
+        assert_eq!(z(1 << 61).zone_sectors(12), None);
+        assert_eq!(z(1 << 63).zone_sectors(9 + 8), None);
+        // Blocks smaller than a sector: no such format.
+        assert_eq!(z(1024).zone_sectors(8), None);
+    }
+
+    #[test]
     fn zone_info_from_identify() {
         // QEMU's zoned.zone_size=4M with 4 KiB blocks, no open/active limit (all ones).
         let b = id_ns_zns(0, u32::MAX, u32::MAX, &[(0, 2048), (1, 1024)]);

@@ -196,8 +196,7 @@ impl<'b> Namespace<'b> {
         } = how;
         servable(&id, transfer)?;
         if let Some(z) = zoned {
-            let sectors = z.info.zone_blocks.checked_shl(u32::from(id.lbaf.lbads) - 9);
-            if sectors.is_none_or(|s| s > u64::from(u32::MAX)) {
+            if z.info.zone_sectors(id.lbaf.lbads).is_none() {
                 return Err(Unservable::ZoneTooLarge);
             }
         }

@@ -130,6 +130,16 @@ impl ZoneInfo {
     }
 }
 
+impl ZoneInfo {
+    /// The zone size in 512-byte sectors for blocks of 2^`lbads` bytes (`lbads` at least 9),
+    /// if the block layer can take it (it counts a zone's sectors in 32 bits). A multiply,
+    /// not a shift: a shift drops the bits it moves out (2^61 blocks of 4 KiB would be 0).
+    pub(crate) fn zone_sectors(&self, lbads: u8) -> Option<u32> {
+        let per_block = 1u64.checked_shl(u32::from(lbads).checked_sub(9)?)?;
+        u32::try_from(self.zone_blocks.checked_mul(per_block)?).ok()
+    }
+}
+
 /// The Zone Append Size Limit of ZNS Identify Controller data, in bytes: `None` when the
 /// controller gives none (MDTS limits Zone Append then). ZASL counts minimum memory pages
 /// (CAP.MPSMIN) as a power of two, as MDTS.
