@@ -165,6 +165,7 @@ expect_eq c_driver_owns_only_its_controller "$cdev" "$(bound_to nvme)"
 expect_eq rnvme_keeps_the_rest "$((CTRLS - 1))" "$(bound_to rnvme | count)"
 expect_eq c_driver_sees_same_serial "$cserial" "$(cat /sys/class/nvme/nvme0/serial 2>/dev/null | tr -d ' ')"
 check c_driver_reads_while_rnvme_bound dd if=/dev/nvme0n1 of=/dev/null bs=4096 count=64 iflag=direct
+kmemleak_plant
 check rmmod_both sh -c 'rmmod nvme && rmmod nvme-core && rmmod rnvme'
 # The C driver's controller was enabled once and shut down at its rmmod, the others at ours.
 ENABLES=$((ENABLES + 1))

@@ -55,5 +55,6 @@ fi
 check insmod_after_faults insmod /lib/rnvme.ko
 expect_eq all_bound_after_faults "$CTRLS" "$(bound_to rnvme | count)"
 check io_after_faults dd if=/dev/rnvme0n1 of=/dev/null bs=64k count=16 iflag=direct
+kmemleak_plant
 check rmmod rmmod rnvme
 finish

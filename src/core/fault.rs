@@ -22,6 +22,11 @@
 //!   Sanitize) keeps its namespaces frozen this long once the controller answered it,
 //!   before they are revalidated: the window in which I/O to them must wait. One-shot: the
 //!   file reads 0 once the command waits.
+//! - `kmemleak_control`: each write of N leaks one allocation of N bytes (at least
+//!   [`LEAK_MARK`]'s length, at most a page) that starts with [`LEAK_MARK`]; reading gives
+//!   how many were leaked. The debug kernel's kmemleak must report it: the positive control
+//!   of the suite's leak checks, whose silence proves nothing unless a leak made in the same
+//!   window is seen.
 //!
 //! Only the test build has them (`--cfg rnvme_test_hooks`: `make test`, `make mutants`),
 //! as C gates its hooks behind `CONFIG_FAULT_INJECTION_DEBUG_FS`. The production build's
@@ -55,6 +60,10 @@ mod hooks {
     /// Written to `fail_dma_map`: fail every mapping until something else is written.
     pub(crate) const ALWAYS: u32 = u32::MAX;
 
+    /// What a `kmemleak_control` leak starts with: kmemleak's report shows an object's first
+    /// bytes, so a test tells the planted leak from a real one.
+    pub(crate) const LEAK_MARK: &[u8] = b"rnvme-leak-control";
+
     pub(crate) struct Faults {
         /// Data mappings still to fail ([`ALWAYS`]: all of them).
         dma_map: AtomicU32,
@@ -70,6 +79,8 @@ mod hooks {
         restart_delay_ms: AtomicU32,
         /// Milliseconds the next frozen admin command holds its freeze once answered.
         effects_delay_ms: AtomicU32,
+        /// Allocations leaked on purpose through `kmemleak_control`.
+        leaks: AtomicU32,
     }
 
     /// The faults' debugfs files.
@@ -82,6 +93,7 @@ mod hooks {
         AdminTimeoutDelayMs,
         RestartDelayMs,
         EffectsDelayMs,
+        KmemleakControl,
     }
 
     impl Faults {
@@ -95,6 +107,7 @@ mod hooks {
                     admin_timeout_delay_ms: AtomicU32::new(0),
                     restart_delay_ms: AtomicU32::new(0),
                     effects_delay_ms: AtomicU32::new(0),
+                    leaks: AtomicU32::new(0),
                 },
                 GFP_KERNEL,
             )?)
@@ -148,6 +161,7 @@ mod hooks {
                 Knob::AdminTimeoutDelayMs => &self.admin_timeout_delay_ms,
                 Knob::RestartDelayMs => &self.restart_delay_ms,
                 Knob::EffectsDelayMs => &self.effects_delay_ms,
+                Knob::KmemleakControl => &self.leaks,
             }
         }
 
@@ -166,9 +180,28 @@ mod hooks {
             r.read_slice(&mut buf[..n])?;
             let text = core::str::from_utf8(&buf[..n]).map_err(|_| EINVAL)?;
             let count = text.trim().parse::<u32>().map_err(|_| EINVAL)?;
-            self.knob(k).store(count, Relaxed);
+            if let Knob::KmemleakControl = k {
+                leak(count)?;
+                self.leaks.fetch_add(1, Relaxed);
+            } else {
+                self.knob(k).store(count, Relaxed);
+            }
             Ok(())
         }
+    }
+
+    /// Leaks one allocation of `len` bytes starting with [`LEAK_MARK`] (`kmemleak_control`).
+    fn leak(len: u32) -> Result {
+        let len = usize::try_from(len).map_err(|_| EINVAL)?;
+        if !(LEAK_MARK.len()..=kernel::page::PAGE_SIZE).contains(&len) {
+            return Err(EINVAL);
+        }
+        let mut v = KVec::with_capacity(len, GFP_KERNEL)?;
+        v.extend_from_slice(LEAK_MARK, GFP_KERNEL)?;
+        v.resize(len, 0, GFP_KERNEL)?;
+        // The point: nothing refers to it any more, and nothing frees it.
+        core::mem::forget(v);
+        Ok(())
     }
 
     /// Sleeps for the milliseconds a delay knob holds (none if 0).

@@ -168,6 +168,7 @@ impl DebugDir {
             (c"admin_timeout_delay_ms", Knob::AdminTimeoutDelayMs),
             (c"restart_delay_ms", Knob::RestartDelayMs),
             (c"effects_delay_ms", Knob::EffectsDelayMs),
+            (c"kmemleak_control", Knob::KmemleakControl),
         ];
         for (name, knob) in knobs {
             let file = self.dir.read_write_callback_file(
