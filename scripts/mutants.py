@@ -24,8 +24,16 @@ A kill must be evidence, not noise:
 Prints every mutant's verdict, the survivors, flaky kills and errors, then `N mutants, K
 killed` last; exits non-zero unless every mutant was killed. The tree itself is never
 modified.
+
+A full run takes hours, longer than a working session: it resumes. Each baseline and each
+verdict is saved in out/mutants/state.json as it is reached, keyed by a hash of the tree
+(every file the copy takes but the Markdown ones, which no build or scenario reads); a run
+on the same tree takes the saved ones and runs only the rest, and the total it prints is the
+time of every part. A changed tree starts afresh, as does RNVME_MUTANTS_FRESH=1.
 """
 
+import hashlib
+import json
 import os
 import re
 import shutil
@@ -39,17 +47,52 @@ CACHE = os.environ.get("RNVME_CACHE") or os.path.join(
     os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "rnvme")
 
 
+def tree_files():
+    """The working tree's files as it is (committed or not), without build products."""
+    files = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=ROOT, capture_output=True, check=True).stdout.split(b"\0")
+    return sorted(f.decode() for f in files
+                  if f and os.path.exists(os.path.join(ROOT, f.decode())))
+
+
+def tree_hash():
+    """What the saved verdicts are valid for: every file but the Markdown ones."""
+    h = hashlib.sha256()
+    for f in tree_files():
+        if f.endswith(".md"):
+            continue
+        h.update(f.encode() + b"\0")
+        with open(os.path.join(ROOT, f), "rb") as fh:
+            h.update(hashlib.sha256(fh.read()).digest())
+    return h.hexdigest()
+
+
+def load_state(path, tree):
+    """The baselines and verdicts saved for this tree, or none."""
+    if os.environ.get("RNVME_MUTANTS_FRESH"):
+        return {}, {}
+    try:
+        with open(path) as f:
+            s = json.load(f)
+    except (OSError, ValueError):
+        return {}, {}
+    if s.get("tree") != tree:
+        return {}, {}
+    return s.get("baselines", {}), s.get("verdicts", {})
+
+
+def save_state(path, tree, baselines, verdicts):
+    with open(path + ".tmp", "w") as f:
+        json.dump({"tree": tree, "baselines": baselines, "verdicts": verdicts}, f, indent=1)
+    os.replace(path + ".tmp", path)
+
+
 def copy_tree(dst):
     """The working tree as it is (committed or not), without build products."""
     if os.path.exists(dst):
         shutil.rmtree(dst)
-    files = subprocess.run(
-        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-        cwd=ROOT, capture_output=True, check=True).stdout.split(b"\0")
-    for f in files:
-        f = f.decode()
-        if not f or not os.path.exists(os.path.join(ROOT, f)):
-            continue
+    for f in tree_files():
         os.makedirs(os.path.join(dst, os.path.dirname(f)), exist_ok=True)
         shutil.copy2(os.path.join(ROOT, f), os.path.join(dst, f))
 
@@ -122,71 +165,87 @@ def main():
     tree = os.path.join(CACHE, "mutants", "tree")
     out_dir = os.path.join(ROOT, "out", "mutants")
     os.makedirs(out_dir, exist_ok=True)
-    t_start = time.monotonic()
-    baselines = {}
-    killed, results_lines, survivors, flaky, errors = 0, [], [], [], []
+    state = os.path.join(out_dir, "state.json")
+    thash = tree_hash()
+    # Saved baselines: {"scenario+scenario": {"passed": [...], "seconds": s}}; verdicts:
+    # {name: {"kind": killed|survived|flaky|error, "verdict": str, "scenarios": [...],
+    # "seconds": s}}.
+    baselines, verdicts = load_state(state, thash)
+    resumed = sum(1 for m in todo if m["name"] in verdicts)
+    if resumed:
+        print(f"resuming: {resumed} of {len(todo)} verdicts saved for this tree "
+              f"({state})", flush=True)
     for i, m in enumerate(todo, 1):
+        if m["name"] in verdicts:
+            continue
         t0 = time.monotonic()
         print(f"[{i}/{len(todo)}] {m['name']}: {m['what']}", flush=True)
-        key = tuple(sorted(m["scenarios"]))
+        key = "+".join(sorted(m["scenarios"]))
         if key not in baselines:
             copy_tree(tree)
-            tag = "baseline-" + "+".join(key)
-            rc, out = run(m, tree, os.path.join(out_dir, tag))
+            rc, out = run(m, tree, os.path.join(out_dir, "baseline-" + key))
             passed, failed = results(out)
-            baselines[key] = passed
+            baselines[key] = {"passed": sorted(passed),
+                              "seconds": round(time.monotonic() - t0)}
+            save_state(state, thash, baselines, verdicts)
             note = f", {len(failed)} failed there (they cannot kill)" if failed else ""
-            print(f"  baseline {', '.join(key)}: {len(passed)} tests passed{note}", flush=True)
-        baseline = baselines[key]
+            print(f"  baseline {', '.join(sorted(m['scenarios']))}: {len(passed)} tests "
+                  f"passed{note}", flush=True)
+            t0 = time.monotonic()
+        baseline = set(baselines[key]["passed"])
         copy_tree(tree)
         err = apply(tree, m)
         if err:
-            verdict = f"ERROR: does not apply: {err}"
-            errors.append(m["name"])
+            kind, verdict = "error", f"ERROR: does not apply: {err}"
         elif not baseline:
-            verdict = "ERROR: nothing passed in the baseline (see its log)"
-            errors.append(m["name"])
+            kind, verdict = "error", "ERROR: nothing passed in the baseline (see its log)"
         else:
             rc, out = run(m, tree, os.path.join(out_dir, m["name"]))
             fails = [line[6:] for line in out.splitlines() if line.startswith("FAIL  ")]
             first = killers(baseline, out)
             if any(f.startswith("build-") for f in fails):
-                verdict = "ERROR: the mutant does not build (see its log)"
-                errors.append(m["name"])
+                kind, verdict = "error", "ERROR: the mutant does not build (see its log)"
             elif first:
                 # Again, to tell a kill from a flaky test.
                 rc2, out2 = run(m, tree, os.path.join(out_dir, m["name"] + "-again"))
                 both = {n: w for n, w in killers(baseline, out2).items() if n in first}
                 if both:
-                    killed += 1
                     name = sorted(both)[0]
-                    verdict = f"killed by {name}: {both[name][:140]}"
+                    kind, verdict = "killed", f"killed by {name}: {both[name][:140]}"
                     if len(both) > 1:
                         verdict += f" (and {len(both) - 1} more, in both runs)"
                 else:
+                    kind = "flaky"
                     verdict = ("FLAKY: the tests that failed once passed again: "
                                + ", ".join(sorted(first))[:200])
-                    flaky.append(m["name"])
             elif rc != 0 and not fails:
-                verdict = f"ERROR: test.sh exited {rc} without a FAIL line"
-                errors.append(m["name"])
+                kind, verdict = "error", f"ERROR: test.sh exited {rc} without a FAIL line"
             else:
-                verdict = "SURVIVED: no test of the baseline's passes failed"
-                survivors.append(m["name"])
-        dt = time.monotonic() - t0
-        line = f"  {m['name']}: {verdict} [{', '.join(m['scenarios'])}, {dt:.0f} s]"
-        print(line, flush=True)
-        results_lines.append(line)
+                kind, verdict = "survived", "SURVIVED: no test of the baseline's passes failed"
+        verdicts[m["name"]] = {"kind": kind, "verdict": verdict, "scenarios": m["scenarios"],
+                               "seconds": round(time.monotonic() - t0)}
+        save_state(state, thash, baselines, verdicts)
+        print(line_of(m["name"], verdicts[m["name"]]), flush=True)
     shutil.rmtree(tree, ignore_errors=True)
     print()
-    print("\n".join(results_lines))
-    for what, lst in (("survivors", survivors), ("flaky kills", flaky), ("errors", errors)):
+    print("\n".join(line_of(m["name"], verdicts[m["name"]]) for m in todo))
+    for what, kind in (("survivors", "survived"), ("flaky kills", "flaky"),
+                       ("errors", "error")):
+        lst = [m["name"] for m in todo if verdicts[m["name"]]["kind"] == kind]
         if lst:
             print(f"{what}: {' '.join(lst)}")
-    total = time.monotonic() - t_start
-    print(f"{len(baselines)} baselines, {total / 60:.0f} min in all")
+    keys = {"+".join(sorted(m["scenarios"])) for m in todo}
+    total = (sum(verdicts[m["name"]]["seconds"] for m in todo)
+             + sum(baselines[k]["seconds"] for k in keys if k in baselines))
+    print(f"{len(keys)} baselines, {total / 60:.0f} min in all"
+          + (f" (in parts: {resumed} verdicts from earlier runs)" if resumed else ""))
+    killed = sum(1 for m in todo if verdicts[m["name"]]["kind"] == "killed")
     print(f"{len(todo)} mutants, {killed} killed")
     return 0 if killed == len(todo) else 1
+
+
+def line_of(name, v):
+    return f"  {name}: {v['verdict']} [{', '.join(v['scenarios'])}, {v['seconds']} s]"
 
 
 if __name__ == "__main__":
