@@ -8,8 +8,10 @@ the test scenarios that should catch each. A mutant that survives means a missin
 For each mutant: the working tree (tracked and new files, not out/ or .git) is copied to
 $RNVME_CACHE/mutants/tree, the mutant's `from` text (which must occur exactly once in its
 file) is replaced by its `to`, and that copy's scripts/test.sh runs the host unit tests and
-the mutant's scenarios (RNVME_TEST_ONLY, on the flavour the scenario names), every VM
-capped at RNVME_VM_TIMEOUT_CAP seconds (default 600). Logs: out/mutants/<name>/.
+the mutant's scenarios (RNVME_TEST_ONLY, on the flavour the scenario names). Every VM is
+capped: a baseline's at RNVME_VM_TIMEOUT_CAP seconds (default 600), a mutant's at four
+times the longest of its scenarios in the baseline (at least 180 s, at most that cap), so a
+bug that hangs the guest costs minutes, not the full cap twice. Logs: out/mutants/<name>/.
 
 A kill must be evidence, not noise:
 - the baseline: each set of scenarios runs once on the unmodified copy first (once per
@@ -45,6 +47,38 @@ import tomllib
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CACHE = os.environ.get("RNVME_CACHE") or os.path.join(
     os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "rnvme")
+
+
+MAX_CAP = int(os.environ.get("RNVME_VM_TIMEOUT_CAP", "600"))
+
+# Tests every scenario has, which fail whatever went wrong (a hang, an Oops): a kill is named
+# after a test of the scenario itself when one failed too.
+GENERIC = ("guest exited 0, kernel log clean", "every result the guest counted was received")
+
+
+def durations(logs):
+    """{scenario: seconds} from a run's log directory."""
+    d = {}
+    try:
+        with open(os.path.join(logs, "durations")) as f:
+            for line in f:
+                s, _, name = line.strip().partition(" ")
+                if s.isdigit():
+                    d[name] = int(s)
+    except OSError:
+        pass
+    return d
+
+
+def mutant_cap(m, base):
+    """A mutant's VM cap: four times its slowest scenario in the baseline, within limits."""
+    longest = max((base.get("durations", {}).get(s, MAX_CAP) for s in m["scenarios"]))
+    return min(MAX_CAP, max(180, 4 * longest))
+
+
+def killer_name(both):
+    """The test a kill is named after: the first of the scenario's own, else a generic one."""
+    return min(both, key=lambda n: (n.split(": ", 1)[-1] in GENERIC, n))
 
 
 def tree_files():
@@ -109,13 +143,13 @@ def apply(tree, m):
     return None
 
 
-def run(m, tree, logs):
+def run(m, tree, logs, cap=None):
     flavours = sorted({s.rsplit("-", 1)[1] for s in m["scenarios"]})
     env = dict(os.environ,
                RNVME_TEST_FLAVOURS=" ".join(flavours),
                RNVME_TEST_ONLY="^(" + "|".join(map(re.escape, m["scenarios"])) + ")$",
                RNVME_TEST_LOGS=logs,
-               RNVME_VM_TIMEOUT_CAP=os.environ.get("RNVME_VM_TIMEOUT_CAP", "600"))
+               RNVME_VM_TIMEOUT_CAP=str(cap or MAX_CAP))
     env.pop("RNVME_CI", None)
     os.makedirs(logs, exist_ok=True)
     with open(os.path.join(logs, "..", os.path.basename(logs) + ".out"), "w") as out:
@@ -183,9 +217,10 @@ def main():
         key = "+".join(sorted(m["scenarios"]))
         if key not in baselines:
             copy_tree(tree)
-            rc, out = run(m, tree, os.path.join(out_dir, "baseline-" + key))
+            logs = os.path.join(out_dir, "baseline-" + key)
+            rc, out = run(m, tree, logs)
             passed, failed = results(out)
-            baselines[key] = {"passed": sorted(passed),
+            baselines[key] = {"passed": sorted(passed), "durations": durations(logs),
                               "seconds": round(time.monotonic() - t0)}
             save_state(state, thash, baselines, verdicts)
             note = f", {len(failed)} failed there (they cannot kill)" if failed else ""
@@ -193,6 +228,7 @@ def main():
                   f"passed{note}", flush=True)
             t0 = time.monotonic()
         baseline = set(baselines[key]["passed"])
+        cap = mutant_cap(m, baselines[key])
         copy_tree(tree)
         err = apply(tree, m)
         if err:
@@ -200,17 +236,17 @@ def main():
         elif not baseline:
             kind, verdict = "error", "ERROR: nothing passed in the baseline (see its log)"
         else:
-            rc, out = run(m, tree, os.path.join(out_dir, m["name"]))
+            rc, out = run(m, tree, os.path.join(out_dir, m["name"]), cap)
             fails = [line[6:] for line in out.splitlines() if line.startswith("FAIL  ")]
             first = killers(baseline, out)
             if any(f.startswith("build-") for f in fails):
                 kind, verdict = "error", "ERROR: the mutant does not build (see its log)"
             elif first:
                 # Again, to tell a kill from a flaky test.
-                rc2, out2 = run(m, tree, os.path.join(out_dir, m["name"] + "-again"))
+                rc2, out2 = run(m, tree, os.path.join(out_dir, m["name"] + "-again"), cap)
                 both = {n: w for n, w in killers(baseline, out2).items() if n in first}
                 if both:
-                    name = sorted(both)[0]
+                    name = killer_name(both)
                     kind, verdict = "killed", f"killed by {name}: {both[name][:140]}"
                     if len(both) > 1:
                         verdict += f" (and {len(both) - 1} more, in both runs)"
