@@ -9,9 +9,10 @@ For each mutant: the working tree (tracked and new files, not out/ or .git) is c
 $RNVME_CACHE/mutants/tree, the mutant's `from` text (which must occur exactly once in its
 file) is replaced by its `to`, and that copy's scripts/test.sh runs the host unit tests and
 the mutant's scenarios (RNVME_TEST_ONLY, on the flavour the scenario names). Every VM is
-capped: a baseline's at RNVME_VM_TIMEOUT_CAP seconds (default 600), a mutant's at four
-times the longest of its scenarios in the baseline (at least 180 s, at most that cap), so a
-bug that hangs the guest costs minutes, not the full cap twice. Logs: out/mutants/<name>/.
+capped: a baseline's at RNVME_VM_TIMEOUT_CAP seconds (default 600), a mutant's at two and
+a half times the longest of its scenarios in the baseline (at least 180 s, at most that
+cap), so a bug that hangs the guest costs minutes, not the full cap twice. Logs:
+out/mutants/<name>/.
 
 A kill must be evidence, not noise:
 - the baseline: each set of scenarios runs once on the unmodified copy first (once per
@@ -28,10 +29,12 @@ killed` last; exits non-zero unless every mutant was killed. The tree itself is 
 modified.
 
 A full run takes hours, longer than a working session: it resumes. Each baseline and each
-verdict is saved in out/mutants/state.json as it is reached, keyed by a hash of the tree
-(every file the copy takes but the Markdown ones, which no build or scenario reads); a run
-on the same tree takes the saved ones and runs only the rest, and the total it prints is the
-time of every part. A changed tree starts afresh, as does RNVME_MUTANTS_FRESH=1.
+verdict is saved in scripts/mutants.state.json as it is reached, keyed by a hash of the
+tree (every file the copy takes but the Markdown ones, which no build or scenario reads,
+and the state itself); a run on the same tree takes the saved ones and runs only the rest,
+and the total it prints is the time of every part. The state is a file of the tree, not of
+out/, so that a run split across machines resumes once it is committed. A changed tree
+starts afresh, as does RNVME_MUTANTS_FRESH=1.
 """
 
 import hashlib
@@ -71,23 +74,34 @@ def durations(logs):
 
 
 def mutant_cap(m, base):
-    """A mutant's VM cap: four times its slowest scenario in the baseline, within limits."""
+    """A mutant's VM cap: two and a half times its slowest scenario in the baseline, within
+    limits (a scenario's time moves by far less than that from run to run)."""
     longest = max((base.get("durations", {}).get(s, MAX_CAP) for s in m["scenarios"]))
-    return min(MAX_CAP, max(180, 4 * longest))
+    return min(MAX_CAP, max(180, 5 * longest // 2))
 
 
 def killer_name(both):
-    """The test a kill is named after: the first of the scenario's own, else a generic one."""
-    return min(both, key=lambda n: (n.split(": ", 1)[-1] in GENERIC, n))
+    """The test a kill is named after: the first of the scenario's own that failed, else a
+    generic one, else one that went missing (a test the run never reached says where the
+    guest stopped, not what went wrong)."""
+    def rank(n):
+        if both[n].startswith("missing"):
+            return 2
+        return 1 if n.split(": ", 1)[-1] in GENERIC else 0
+    return min(both, key=lambda n: (rank(n), n))
+
+
+STATE = os.path.join("scripts", "mutants.state.json")
 
 
 def tree_files():
-    """The working tree's files as it is (committed or not), without build products."""
+    """The working tree's files as it is (committed or not), without build products or the
+    saved state."""
     files = subprocess.run(
         ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
         cwd=ROOT, capture_output=True, check=True).stdout.split(b"\0")
     return sorted(f.decode() for f in files
-                  if f and os.path.exists(os.path.join(ROOT, f.decode())))
+                  if f and f.decode() != STATE and os.path.exists(os.path.join(ROOT, f.decode())))
 
 
 def tree_hash():
@@ -199,7 +213,7 @@ def main():
     tree = os.path.join(CACHE, "mutants", "tree")
     out_dir = os.path.join(ROOT, "out", "mutants")
     os.makedirs(out_dir, exist_ok=True)
-    state = os.path.join(out_dir, "state.json")
+    state = os.path.join(ROOT, STATE)
     thash = tree_hash()
     # Saved baselines: {"scenario+scenario": {"passed": [...], "seconds": s}}; verdicts:
     # {name: {"kind": killed|survived|flaky|error, "verdict": str, "scenarios": [...],

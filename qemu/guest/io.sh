@@ -105,11 +105,12 @@ fi
 # (An I/O scheduler would take the plug's requests instead: none, whatever the kernel's default.)
 echo none >/sys/block/${DEV#/dev/}/queue/scheduler
 # One batch of 16 reads reaches the device at once (its doorbell rung by the commit), with
-# no Abort or reset while it runs: a batch left without a doorbell waits for a timeout.
+# no Abort or reset while it runs: a batch left without a doorbell waits for a timeout (the
+# batch is given 20 s, a fraction of the 30 s I/O timeout, to fail before it).
 trace_mark commit_begin $DEV
-fio --name=commit --filename=$DEV --ioengine=io_uring --direct=1 --rw=randread --bs=4k \
-	--iodepth=16 --iodepth_batch_submit=16 --iodepth_batch_complete_min=16 --number_ios=16 \
-	--size=1M --output=/dev/null
+within batch_completes 20 fio --name=commit --filename=$DEV --ioengine=io_uring --direct=1 \
+	--rw=randread --bs=4k --iodepth=16 --iodepth_batch_submit=16 \
+	--iodepth_batch_complete_min=16 --number_ios=16 --size=1M --output=/dev/null
 trace_mark commit_end $DEV
 trace_expect batch_reaches_device commit_begin commit_end ge 16 \
 	"pci_nvme_read cid [0-9]+ nsid 1 nlb [0-9]+ count 4096 lba "

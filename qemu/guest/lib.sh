@@ -146,6 +146,28 @@ wait_for() {
 	return 1
 }
 
+# ended PID: process PID has ended (a zombie, not yet waited for, has; kill -0 finds it).
+ended() {
+	[ ! -r /proc/$1/stat ] || [ "$(sed 's/.*) //' /proc/$1/stat | cut -d' ' -f1)" = Z ]
+}
+
+# within NAME SECONDS CMD...: NAME passes if CMD succeeds within SECONDS. A command still
+# running then waits for I/O that does not complete (it cannot be killed while it does):
+# NAME fails and the script gives up at once (abort), as the rest would meet the same
+# stall, instead of hanging until the host's VM cap.
+within() {
+	local name=$1 s=$2 pid rc
+	shift 2
+	"$@" >/tmp/within.out 2>&1 &
+	pid=$!
+	wait_for "$s" ended $pid ||
+		abort "$name" "'$*' still running after ${s}s"
+	wait $pid
+	rc=$?
+	if [ $rc = 0 ]; then pass "$name"
+	else fail "$name" "'$*' exited $rc: $(tail -3 /tmp/within.out | tr '\n' ' ')"; fi
+}
+
 # kmemleak_plant: on the debug kernel, leaks one allocation on purpose (the test build's
 # debugfs `kmemleak_control`; rnvme0 must be bound), which kmemleak_check must then report:
 # the positive control of its silence. Nothing on the base kernel (no kmemleak).

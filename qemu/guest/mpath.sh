@@ -8,9 +8,10 @@
 # disk per controller (<drv>0c<C>n<N>): the same names (less the r), sizes and limits.
 # Through rnvme's head: fio verify; the policies (numa: one path; round-robin: both, seen in
 # the block layer's counts of the hidden path disks); under each policy, a reset of one
-# path's controller, its death, and the removal of a path's controller (QMP device_del)
-# under fio verify, then its return (device_add), and a reset with a single path (bios wait
-# for the controller), with the data read back after each; multipath=0.
+# path's controller, a read while that reset is held (the other path answers at once), its
+# death, and the removal of a path's controller (QMP device_del) under fio verify, then
+# its return (device_add), and a reset with a single path (bios wait for the controller),
+# with the data read back after each; multipath=0.
 . /guest/lib.sh
 
 assign_drivers rnvme rnvme nvme
@@ -148,6 +149,34 @@ echo "head by-id: $rlinks"
 expect_eq head_by_id_links_as_c "$(echo "$clinks" | sed 's/nvme[0-9]*n1/nvmeSn1/g')" \
 	"$(echo "$rlinks" | sed 's/nvme[0-9]*n1/nvmeSn1/g')"
 
+# held_path_reset PREFIX POLICY: a read through the head while the controller of a path it
+# uses (numa: the one in use) is held in a reset (debugfs restart_delay_ms, 6 s: the
+# controller enabled, its I/O queues not back). The path is not usable: the read goes to the
+# other path and completes in milliseconds, with the data written before, while the reset is
+# still held; it must not wait out the reset on a path that is merely available.
+held_path_reset() {
+	local pre=$1 policy=$2 k=1 dbg t0 took rpid held
+	[ $policy = numa ] && k=$(numa_path)
+	case $k in 0 | 1) ;; *) echo "numa path: $k"; k=0 ;; esac
+	dbg=/sys/kernel/debug/rnvme$k
+	echo 6000 >$dbg/restart_delay_ms
+	nvme reset /dev/rnvme$k >/tmp/held.out 2>&1 &
+	rpid=$!
+	check ${pre}path_restart_held wait_for 10 sh -c "[ \"\$(cat $dbg/restart_delay_ms)\" = 0 ]"
+	t0=$(now_s)
+	dd if=/dev/rnvme0n1 of=/tmp/a.h bs=64k skip=512 count=16 iflag=direct 2>/dev/null
+	took=$(awk -v a="$t0" -v b="$(now_s)" 'BEGIN { printf "%.1f", b - a }')
+	if kill -0 $rpid 2>/dev/null; then held=held; else held=over; fi
+	cmp -s /tmp/a /tmp/a.h && same=same || same=differs
+	if [ "$same $held" = "same held" ] && awk -v t="$took" 'BEGIN { exit !(t < 2) }'; then
+		pass ${pre}read_beside_held_path_reset
+	else
+		fail ${pre}read_beside_held_path_reset "data $same, reset $held, the read took ${took}s of the 6 s hold"
+	fi
+	wait $rpid
+	expect_eq ${pre}held_path_reset_done "0 " "$? $(cat /tmp/held.out)"
+}
+
 # --- the faults of a path, met by the policy loaded ----------------------------------------
 # path_faults PREFIX POLICY: a path's controller reset under fio verify, its death, its
 # removal (QMP device_del) and return, then a reset with a single path left; after each, the
@@ -168,6 +197,7 @@ path_faults() {
 	end_verify ${pre}verify_across_path_reset
 	data_kept ${pre}data_after_path_reset
 	[ $policy = numa ] && expect_eq numa_left_reset_path $((1 - k)) "$(numa_path)"
+	held_path_reset "$pre" $policy
 
 	# A path's controller dies under I/O: its outstanding bios go to the other path.
 	# Its BAR 0 moved out of every PCI window (as dead.sh): its registers vanish from where
