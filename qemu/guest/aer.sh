@@ -209,15 +209,16 @@ expect_eq rnvme_live_at_end live "$(cat /sys/class/misc/rnvme0/state)"
 image_write host_image /dev/rnvme0n1 0 1
 
 # --- where recovery fails --------------------------------------------------------------
-# give_up DRIVER PORT DISK STATE-FILE TEST-PREFIX: a fatal error under fio on DISK that the
-# recovery cannot undo. The AER driver reports the recovery failed; the disk is marked dead
+# give_up DRIVER PORT DISK STATE-FILE TEST-PREFIX [parked]: a fatal error under fio on DISK
+# that the recovery cannot undo. The AER driver reports the recovery failed; the disk is marked dead
 # (capacity 0) or removed; no read returns data that is not the disk's: fio reads a pattern
 # written first and checks every read it completes (a read the driver held and then ended
 # as done without the device would fail that), and a new direct read returns no data
 # within 10 s; fio, asked to stop, stops within 20 s (I/O held in the driver for good would
 # keep it waiting: the C driver's case, below). Whether fio saw an EIO of its own depends on
 # timing: reads held when the controller died fail, but after the disk is dead the block
-# layer answers reads as end of device.
+# layer answers reads as end of device. With "parked", a one-at-a-time reader beside it
+# must see its read, parked by the hold, fail at the give-up.
 PATTERN=0x5aa5c33c
 # bad_data TEST-PREFIX [show]: whether fio found a read whose data was not the pattern (its
 # verify errors, EILSEQ); with "show", the first such line.
@@ -234,8 +235,8 @@ bad_data() {
 	fi
 }
 give_up() {
-	local drv=$1 port=$2 disk=$3 t=$5 rec fio took n dd filled=yes started=yes r0
-	local b=${disk#/dev/}
+	local drv=$1 port=$2 disk=$3 t=$5 parked=${6:-} rec fio took n dd filled=yes started=yes r0
+	local b=${disk#/dev/} reader
 	fio --name=fill --filename="$disk" --rw=write --bs=1M --size=16M --ioengine=psync \
 		--direct=1 --verify=pattern --verify_pattern=$PATTERN --do_verify=0 \
 		--output="/tmp/aer-$t-fill.log" || filled=no
@@ -248,6 +249,16 @@ give_up() {
 		--verify=pattern --verify_pattern=$PATTERN --verify_fatal=1 --verify_dump=1 \
 		--output="/tmp/aer-$t.log" 2>"/tmp/aer-$t.err") &
 	fio=$!
+	# PARKED: a reader of one 4 KiB read at a time (psync) beside it. Its read out when the
+	# link freezes, or the next one it sends, waits in the driver through the hold (the
+	# queues stopped); the give-up must end it with an error. (Whether the deep fio's own
+	# reads were in the driver or already answered at that moment is timing.)
+	if [ -n "$parked" ]; then
+		fio --name=parked --filename="$disk" --rw=randread --bs=4k --ioengine=psync \
+			--direct=1 --size=16M --time_based --runtime=120 \
+			--output="/tmp/aer-$t-parked.log" >"/tmp/aer-$t-parked.err" 2>&1 &
+		reader=$!
+	fi
 	# Once the disk is dead, the block layer answers a read as end of device (0 bytes) and
 	# fio checks its buffer anyway: each of fio's buffers must hold the pattern before the
 	# error, or an untouched one reads as bad data that no device sent. So the error comes
@@ -266,6 +277,19 @@ give_up() {
 	size=$(cat "/sys/block/$b/size" 2>/dev/null || echo removed)
 	[ "$size" = 0 ] || [ "$size" = removed ] && pass "${t}_disk_dead_or_removed" ||
 		fail "${t}_disk_dead_or_removed" "$b: size $size"
+	if [ -n "$parked" ]; then
+		if ! wait_for 10 ended $reader; then
+			fail "${t}_parked_read_fails" "the reader still waits 10 s after the give-up: its read stays parked"
+		else
+			wait $reader
+			n=$?
+			if cat "/tmp/aer-$t-parked.log" "/tmp/aer-$t-parked.err" | grep -q "Input/output error"; then
+				pass "${t}_parked_read_fails"
+			else
+				fail "${t}_parked_read_fails" "the reader exited $n without an I/O error: $(grep -m1 'err=' "/tmp/aer-$t-parked.log")"
+			fi
+		fi
+	fi
 	# A new read, in the background: one blocked for good cannot hold up the script.
 	rm -f /tmp/aer-read
 	dd if="$disk" of=/tmp/aer-read bs=4k count=1 iflag=direct 2>/dev/null &
@@ -305,7 +329,7 @@ give_up() {
 # (nvme_dev_disable started the freeze; nothing ends it after perm_failure), so its I/O
 # blocks forever in __bio_queue_enter (hung task reports after 61 s: measured once, with
 # nvme1n1 on port rp3).
-give_up rnvme rp2 /dev/rnvme1n1 /sys/class/misc/rnvme1/state rnvme_port_reset_fails
+give_up rnvme rp2 /dev/rnvme1n1 /sys/class/misc/rnvme1/state rnvme_port_reset_fails parked
 
 # The driver gives up: a controller that does not come back from the slot reset (debugfs
 # fail_restart: the restart fails as if the controller stayed down). rnvme only: nothing

@@ -33,15 +33,17 @@ fio_verify() {
 	name=$1 why=""
 	shift
 	log=/tmp/fio-$name.log
-	if ! fio --name="$name" --filename=$DEV --output=$log --do_verify=0 "$@" ||
-		grep -q "err=[ ]*[1-9]" $log; then
+	# Each phase takes seconds: one that waits for I/O timeouts (30 s each) ends the
+	# scenario (bounded) instead of running into the VM's cap.
+	if ! bounded "fio_$name" 120 fio --name="$name" --filename=$DEV --output=$log \
+		--do_verify=0 "$@" || grep -q "err=[ ]*[1-9]" $log; then
 		fail "fio_$name" "write phase: $(grep -iE 'err|error' $log | head -3 | tr '\n' ' ')"
 		return
 	fi
 	sync
 	echo 3 >/proc/sys/vm/drop_caches
-	if fio --name="$name" --filename=$DEV --output=$log.v --verify_only \
-		--verify_fatal=1 "$@" && why=$(fio_verified $log.v); then
+	if bounded "fio_$name" 120 fio --name="$name" --filename=$DEV --output=$log.v \
+		--verify_only --verify_fatal=1 "$@" && why=$(fio_verified $log.v); then
 		bytes=$(sed -nE 's/.*io=([0-9.]+[KMG]i?B).*/\1/p' $log.v | head -1)
 		echo "fio $name verified ${bytes:-?}"
 		[ -n "$bytes" ] && mark "RNVME-VERIFIED $bytes"

@@ -151,21 +151,28 @@ ended() {
 	[ ! -r /proc/$1/stat ] || [ "$(sed 's/.*) //' /proc/$1/stat | cut -d' ' -f1)" = Z ]
 }
 
-# within NAME SECONDS CMD...: NAME passes if CMD succeeds within SECONDS. A command still
-# running then waits for I/O that does not complete (it cannot be killed while it does):
-# NAME fails and the script gives up at once (abort), as the rest would meet the same
-# stall, instead of hanging until the host's VM cap.
-within() {
-	local name=$1 s=$2 pid rc
+# bounded NAME SECONDS CMD...: runs CMD (its output to /tmp/bounded.out) and returns its
+# status. A command still running after SECONDS waits for I/O that does not complete (it
+# cannot be killed while it does): NAME fails and the script gives up at once (abort), as
+# the rest would meet the same stall, instead of hanging until the host's VM cap.
+bounded() {
+	local name=$1 s=$2 pid
 	shift 2
-	"$@" >/tmp/within.out 2>&1 &
+	"$@" >/tmp/bounded.out 2>&1 &
 	pid=$!
 	wait_for "$s" ended $pid ||
 		abort "$name" "'$*' still running after ${s}s"
 	wait $pid
+}
+
+# within NAME SECONDS CMD...: NAME passes if CMD succeeds within SECONDS (bounded).
+within() {
+	local name=$1 s=$2 rc
+	shift 2
+	bounded "$name" "$s" "$@"
 	rc=$?
 	if [ $rc = 0 ]; then pass "$name"
-	else fail "$name" "'$*' exited $rc: $(tail -3 /tmp/within.out | tr '\n' ' ')"; fi
+	else fail "$name" "'$*' exited $rc: $(tail -3 /tmp/bounded.out | tr '\n' ' ')"; fi
 }
 
 # kmemleak_plant: on the debug kernel, leaks one allocation on purpose (the test build's
