@@ -84,8 +84,8 @@ macro_rules! rnvme_module {
                     description: "Timeout of I/O commands in seconds (1-3600, default 30)",
                 },
                 io_queue_depth: u32 {
-                    default: 256,
-                    description: "Entries per I/O queue (2-4096, capped by CAP.MQES; default 256)",
+                    default: 1024,
+                    description: "Entries per I/O queue (2-4096, capped by CAP.MQES; default 1024)",
                 },
                 sgl_threshold: u32 {
                     default: 32768,

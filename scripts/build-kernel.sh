@@ -31,6 +31,11 @@ key=$({
 } | sha256sum | cut -c1-12)
 OUT=$RNVME_CACHE/kernel/$KVER-$FLAVOUR-$key
 
+# One build of a kernel at a time: `make test` starts the debug kernel early, in the
+# background, and its own request for it later waits here for that build.
+mkdir -p "$RNVME_CACHE/kernel"
+exec 9>"$OUT.lock"
+flock 9
 if [ -f "$OUT/.rnvme-built" ]; then
 	echo "$OUT"
 	exit 0

@@ -129,8 +129,10 @@ fio_verify uring_batch_4k_qd32 --ioengine=io_uring --direct=1 --rw=randwrite --b
 expect_eq batches_committed 1 "$(($(stat_sum 0 commits) - k0 >= 10))"
 
 # --- dd round trips, direct both ways ---------------------------------------------------
+# 128 KiB: the largest page-aligned transfer whose PRP list fits a small list (31 entries);
+# 256 KiB: one that needs a list page.
 dd if=/dev/urandom of=/tmp/rand bs=1M count=8 2>/dev/null
-for bs in $(printf '%s\n' $LBA 4096 65536 1048576 | sort -nu); do
+for bs in $(printf '%s\n' $LBA 4096 65536 131072 262144 1048576 | sort -nu); do
 	count=$((8 * 1048576 / bs))
 	if dd if=/tmp/rand of=$DEV bs=$bs count=$count oflag=direct 2>/dev/null &&
 		dd if=$DEV of=/tmp/back bs=$bs count=$count iflag=direct 2>/dev/null &&

@@ -195,6 +195,32 @@ wait_for 20 disk_live $R
 tc=$(reset_cs $CS)
 [ "$tc" -ge 230 ] && pass param2_ready_delay_c || fail param2_ready_delay_c "C's reset took $tc cs"
 wait_for 20 disk_live $C
+
+# --- dmapool_align_512: small lists at 512-byte alignment ---------------------------------
+# Sixteen direct reads of 16 KiB at once (four pages each: a PRP list of three entries from
+# the small pool, several in use together), without and with the quirk. QEMU's trace shows
+# each list's bus address (PRP2): without the quirk some list sits at an odd multiple of
+# 256 bytes (the control: the pool hands out 256-byte blocks), with it none does.
+small_lists() {
+	trace_mark "$1_start" $R
+	for i in $(seq 16); do
+		dd if=$R of=/dev/null bs=16k count=4 skip=$((i * 8)) iflag=direct 2>/dev/null &
+	done
+	wait
+	trace_mark "$1_end" $R
+}
+ODD_LIST='pci_nvme_map_prp trans_len [0-9]+ len 16384 prp1 0x[0-9a-f]+ prp2 0x[0-9a-f]*[13579bdf]00 num_prps'
+if load_rnvme; then pass align256_rnvme_disk; else abort align256_rnvme_disk "no $R"; fi
+small_lists align256
+trace_expect align256_odd_lists align256_start align256_end ge 1 "$ODD_LIST"
+if load_rnvme quirks=8086:5845:dmapool_align_512; then
+	pass align512_rnvme_disk
+else
+	abort align512_rnvme_disk "no $R"
+fi
+small_lists align512
+trace_absent align512_no_odd_lists align512_start align512_end "$ODD_LIST" \
+	'pci_nvme_map_prp trans_len [0-9]+ len 16384 '
 image_write host_image $R 0 1
 
 check rmmod_both sh -c 'rmmod nvme && rmmod nvme-core && rmmod rnvme'

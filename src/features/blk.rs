@@ -11,7 +11,7 @@
 
 use crate::{
     ioctl::{self, DiskLink},
-    ioq::{IoQueue, NvmeBlk, RqState, LIST_ENTRIES},
+    ioq::{IoQueue, List, NvmeBlk, RqState},
     kernel_ext::{
         block::mq::{
             BlkStatus, Dispatched, Mapping, Operations, Owned, ReqOp, Request, TagSetRef, Tags,
@@ -80,8 +80,8 @@ impl Operations for NvmeBlk {
     }
 
     #[inline]
-    fn queue_rq(q: &IoQueue<'_>, rq: Dispatched<'_, Self>, last: bool) -> BlkStatus {
-        let ns = rq.disk();
+    fn queue_rq(q: &IoQueue<'_>, mut rq: Dispatched<'_, Self>, last: bool) -> BlkStatus {
+        let ns = rq.request().disk();
         if q.is_dead() || ns.unusable() {
             if ns.head().is_some() && !rq.failfast() {
                 // A path that chose this queue before it died: completed with a path error,
@@ -101,10 +101,14 @@ impl Operations for NvmeBlk {
         }
         // Built in place: a 64-byte command returned by value is copied at each step.
         let mut cmd = Command::default();
-        if let Err(s) = build_command(q, ns, &rq, &mut cmd) {
+        if let Err(s) = build_command(q, ns, &mut rq, &mut cmd) {
             return s;
         }
         let st = rq.data();
+        // Everything it needed (mappings, a list) was had: a later shortage counts afresh.
+        if st.map_failed_at.load(Relaxed) != 0 {
+            st.map_failed_at.store(0, Relaxed);
+        }
         let generation = st.generation.load(Relaxed).wrapping_add(1);
         st.generation.store(generation, Relaxed);
         st.status.store(0, Relaxed);
@@ -113,6 +117,7 @@ impl Operations for NvmeBlk {
         rq.start();
         if q.queue.submit(&cmd, last).is_err() {
             rq.unmap_data(ns.dma_dev());
+            q.release_list(rq.tag(), st);
             return BlkStatus::IoErr;
         }
         BlkStatus::Ok
@@ -125,6 +130,7 @@ impl Operations for NvmeBlk {
     fn complete(rq: Owned<'_, Self>) {
         let ns = rq.disk();
         rq.unmap_data(ns.dma_dev());
+        rq.queue().release_list(rq.tag(), rq.data());
         let st = rq.data();
         let status = st.status();
         if matches!(rq.op(), ReqOp::DrvIn | ReqOp::DrvOut) {
@@ -172,6 +178,7 @@ impl Operations for NvmeBlk {
 
     fn end_batched(rq: &Owned<'_, Self>) {
         rq.unmap_data(rq.disk().dma_dev());
+        rq.queue().release_list(rq.tag(), rq.data());
         zone_append_done(rq);
     }
 
@@ -240,7 +247,7 @@ impl Operations for NvmeBlk {
 fn build_command(
     q: &IoQueue<'_>,
     ns: &Namespace<'_>,
-    rq: &Dispatched<'_, NvmeBlk>,
+    rq: &mut Dispatched<'_, NvmeBlk>,
     cmd: &mut Command,
 ) -> Result<(), BlkStatus> {
     let nsid = ns.nsid();
@@ -267,14 +274,14 @@ fn build_command(
             // deallocate_zeroes: the controller reads deallocated blocks as zeroes; one
             // range, within the discard limits.
             let (slba, nlb) = ns.blocks(rq.sector(), rq.bytes()).ok_or(BlkStatus::IoErr)?;
-            let tag = rq.tag();
             let [lo, hi] = dsm_range(slba, nlb);
-            q.list_put(tag, 0, lo)
-                .and_then(|()| q.list_put(tag, 1, hi))
+            let list = take_list(q, ns, rq, 2)?;
+            list.put(0, lo)
+                .and_then(|()| list.put(1, hi))
                 .map_err(|_| BlkStatus::IoErr)?;
-            let list = q.list_dma(tag).map_err(|_| BlkStatus::IoErr)?;
-            *cmd = Command::deallocate(nsid, 1, list);
-            Ok(())
+            *cmd = Command::deallocate(nsid, 1, list.dma());
+            q.park_list(rq.tag(), rq.data(), list)
+                .map_err(|_| BlkStatus::IoErr)
         }
         ReqOp::WriteZeroes => {
             let (slba, nlb) = ns.blocks(rq.sector(), rq.bytes()).ok_or(BlkStatus::IoErr)?;
@@ -289,7 +296,12 @@ fn build_command(
             Ok(())
         }
         ReqOp::Discard => {
-            let tag = rq.tag();
+            let mut ranges = 0usize;
+            rq.for_each_range(|_, _| ranges += 1);
+            if ranges == 0 || ranges > DSM_MAX_RANGES {
+                return Err(BlkStatus::IoErr);
+            }
+            let list = take_list(q, ns, rq, 2 * ranges)?;
             let mut n = 0usize;
             let mut bad = false;
             rq.for_each_range(|sector, sectors| {
@@ -302,16 +314,15 @@ fn build_command(
                     return;
                 }
                 let [lo, hi] = dsm_range(slba, nlb);
-                bad |=
-                    q.list_put(tag, 2 * n, lo).is_err() || q.list_put(tag, 2 * n + 1, hi).is_err();
+                bad |= list.put(2 * n, lo).is_err() || list.put(2 * n + 1, hi).is_err();
                 n += 1;
             });
             if bad || n == 0 {
                 return Err(BlkStatus::IoErr);
             }
-            let list = q.list_dma(tag).map_err(|_| BlkStatus::IoErr)?;
-            *cmd = Command::deallocate(nsid, n as u32, list);
-            Ok(())
+            *cmd = Command::deallocate(nsid, n as u32, list.dma());
+            q.park_list(rq.tag(), rq.data(), list)
+                .map_err(|_| BlkStatus::IoErr)
         }
         ReqOp::DrvIn | ReqOp::DrvOut => {
             *cmd = rq.data().passthru();
@@ -323,7 +334,7 @@ fn build_command(
             map_data(q, ns, rq, cmd, true)?;
             if rq.has_integrity() {
                 // The user's metadata buffer, its length the user's.
-                map_metadata(ns, rq, cmd, None)?;
+                map_metadata(q, ns, rq, cmd, None)?;
             }
             Ok(())
         }
@@ -374,7 +385,7 @@ fn protected_rw(
     q: &IoQueue<'_>,
     ns: &Namespace<'_>,
     meta: &Metadata,
-    rq: &Dispatched<'_, NvmeBlk>,
+    rq: &mut Dispatched<'_, NvmeBlk>,
     cmd: &mut Command,
     slba: u64,
     nlb: u32,
@@ -391,7 +402,7 @@ fn protected_rw(
     set_pi(cmd, meta.rw_fields(slba, checks, append));
     map_data(q, ns, rq, cmd, false)?;
     if checks.is_some() {
-        map_metadata(ns, rq, cmd, Some(meta.bytes(nlb)))?;
+        map_metadata(q, ns, rq, cmd, Some(meta.bytes(nlb)))?;
     }
     Ok(())
 }
@@ -406,8 +417,9 @@ fn set_pi(cmd: &mut Command, f: PiFields) {
 
 /// Maps the request's metadata (its data is mapped) and points the command's metadata
 /// pointer at it; `expected`: the length it must have (block I/O). On failure the data is
-/// unmapped too.
+/// unmapped and its list given back too.
 fn map_metadata(
+    q: &IoQueue<'_>,
     ns: &Namespace<'_>,
     rq: &Dispatched<'_, NvmeBlk>,
     cmd: &mut Command,
@@ -422,11 +434,13 @@ fn map_metadata(
         }
         Ok((_, len)) => {
             rq.unmap_data(dev);
+            q.release_list(rq.tag(), rq.data());
             ns.log_metadata_error(rq.sector(), len);
             Err(BlkStatus::IoErr)
         }
         Err(e) => {
             rq.unmap_data(dev);
+            q.release_list(rq.tag(), rq.data());
             if e == ENOMEM {
                 Err(map_failed(ns, rq))
             } else {
@@ -446,7 +460,7 @@ fn map_metadata(
 fn map_data(
     q: &IoQueue<'_>,
     ns: &Namespace<'_>,
-    rq: &Dispatched<'_, NvmeBlk>,
+    rq: &mut Dispatched<'_, NvmeBlk>,
     cmd: &mut Command,
     prps_only: bool,
 ) -> Result<(), BlkStatus> {
@@ -459,10 +473,6 @@ fn map_data(
     let Ok(mapping) = mapped else {
         return Err(map_failed(ns, rq));
     };
-    let st = rq.data();
-    if st.map_failed_at.load(Relaxed) != 0 {
-        st.map_failed_at.store(0, Relaxed);
-    }
     // One segment within two pages, most small I/O: PRP1 and PRP2 directly.
     if let Mapping::Single(addr, len) = mapping {
         if let Some((prp1, prp2)) = prp::simple(addr, len, PAGE_SIZE as u64) {
@@ -473,49 +483,92 @@ fn map_data(
     map_list(q, ns, rq, cmd, prps_only, mapping.count())
 }
 
-/// [`map_data`] for data that needs a PRP list or an SGL: fills the request's list page.
+/// [`map_data`] for data that needs a PRP list or an SGL: takes a list, from the small pool
+/// when the transfer's entries fit, and fills it; parks it for the request while the device
+/// reads it. Short of lists, the request is tried again later, as short of mappings.
 fn map_list(
     q: &IoQueue<'_>,
     ns: &Namespace<'_>,
-    rq: &Dispatched<'_, NvmeBlk>,
+    rq: &mut Dispatched<'_, NvmeBlk>,
     cmd: &mut Command,
     prps_only: bool,
     segments: u32,
 ) -> Result<(), BlkStatus> {
     let dev = ns.dma_dev();
-    let tag = rq.tag();
-    let Ok(list) = q.list_dma(tag) else {
-        rq.unmap_data(dev);
-        return Err(BlkStatus::IoErr);
-    };
-    let mut put_err = false;
     let threshold = params::sgl_threshold();
     let use_sgl =
         !prps_only && ns.sgl() && threshold != 0 && segments > 1 && rq.bytes() >= threshold;
+    // At most: two words per SGL descriptor; a PRP entry per page after the first (only the
+    // first segment may start inside a page, so the pages are at most bytes / page + 1).
+    let entries = if use_sgl {
+        2 * segments as usize
+    } else {
+        (rq.bytes() as usize).div_ceil(PAGE_SIZE)
+    };
+    let list = match take_list(q, ns, rq, entries) {
+        Ok(list) => list,
+        Err(s) => {
+            rq.unmap_data(dev);
+            if s == BlkStatus::IoErr {
+                ns.log_mapping_error(rq.sector(), rq.bytes());
+            }
+            return Err(s);
+        }
+    };
+    let mut put_err = false;
     let mapped = if use_sgl {
-        sgl::build(rq.segments(), LIST_ENTRIES / 2, list, |i, [a, b]| {
-            put_err |= q.list_put(tag, 2 * i, a).is_err() || q.list_put(tag, 2 * i + 1, b).is_err()
+        sgl::build(
+            rq.segments(),
+            list.entries() / 2,
+            list.dma(),
+            |i, [a, b]| put_err |= list.put(2 * i, a).is_err() || list.put(2 * i + 1, b).is_err(),
+        )
+        .map(|sgl1| {
+            cmd.set_sgl(sgl1);
+            segments > 1
         })
-        .map(|sgl1| cmd.set_sgl(sgl1))
         .map_err(|_| ())
     } else {
         prp::build(
             rq.segments(),
             PAGE_SIZE as u64,
-            LIST_ENTRIES,
-            list,
-            |i, addr| put_err |= q.list_put(tag, i, addr).is_err(),
+            list.entries(),
+            list.dma(),
+            |i, addr| put_err |= list.put(i, addr).is_err(),
         )
-        .map(|p| cmd.set_prp(p.prp1, p.prp2))
+        .map(|p| {
+            cmd.set_prp(p.prp1, p.prp2);
+            p.list_entries > 0
+        })
         .map_err(|_| ())
     };
     match mapped {
-        Ok(()) if !put_err => Ok(()),
-        _ => {
-            rq.unmap_data(dev);
-            ns.log_mapping_error(rq.sector(), rq.bytes());
-            Err(BlkStatus::IoErr)
+        // The list unused (all fitted in the command) goes back to its pool when dropped.
+        Ok(false) if !put_err => return Ok(()),
+        Ok(true) if !put_err => {
+            if q.park_list(rq.tag(), rq.data(), list).is_ok() {
+                return Ok(());
+            }
         }
+        _ => {}
+    }
+    rq.unmap_data(dev);
+    ns.log_mapping_error(rq.sector(), rq.bytes());
+    Err(BlkStatus::IoErr)
+}
+
+/// A list of `entries` for `rq`: none to be had now is a shortage blk-mq retries, as an
+/// unmappable request is ([`map_failed`]); more entries than a list page holds never fit.
+fn take_list<'q>(
+    q: &'q IoQueue<'_>,
+    ns: &Namespace<'_>,
+    rq: &Request<NvmeBlk>,
+    entries: usize,
+) -> Result<List<'q>, BlkStatus> {
+    match q.take_list(entries) {
+        Ok(Some(list)) => Ok(list),
+        Ok(None) => Err(map_failed(ns, rq)),
+        Err(_) => Err(BlkStatus::IoErr),
     }
 }
 

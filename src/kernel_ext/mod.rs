@@ -10,6 +10,7 @@ pub(crate) mod barrier;
 pub(crate) mod block;
 pub(crate) mod chardev;
 pub(crate) mod dma;
+pub(crate) mod dma_pool;
 pub(crate) mod dma_ring;
 pub(crate) mod hwmon;
 pub(crate) mod irq;

@@ -9,6 +9,7 @@ use crate::{
     fault::FaultsRef,
     kernel_ext::{
         block::mq::{CompletionBatch, QueueTags, Tags},
+        dma_pool::{DmaPool, PoolBlock},
         irq::IrqContext,
     },
     queue::{Queue, ShadowDoorbells},
@@ -16,14 +17,13 @@ use crate::{
     spec::{
         command::{io_cid, Command},
         completion::{Completion, Status},
+        quirks::Quirks,
     },
 };
 // Per-request state: plain loads and stores (see kernel_ext::block::mq::request on why not LKMM atomics).
-use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
 use kernel::{
     device::Bound,
-    dma::Coherent,
-    io::io_write,
     pci,
     prelude::*,
     sync::{
@@ -54,6 +54,9 @@ pub(crate) struct RqState {
     pub(crate) aborted: AtomicBool,
     /// When its data first failed to map (monotonic nanoseconds; 0: it did not).
     pub(crate) map_failed_at: AtomicU64,
+    /// The pool of the list parked in its tag's slot while it is in flight (`LIST_NONE`:
+    /// none), so that completions of requests without one skip the pools.
+    list: AtomicU8,
     /// The command of a passthrough request (`REQ_OP_DRV_*`), set by the ioctl.
     pub(crate) passthru: [AtomicU32; 16],
 }
@@ -68,6 +71,7 @@ impl RqState {
             retries: AtomicU32::new(0),
             aborted: AtomicBool::new(false),
             map_failed_at: AtomicU64::new(0),
+            list: AtomicU8::new(LIST_NONE),
             passthru: [const { AtomicU32::new(0) }; 16],
         }
     }
@@ -139,14 +143,46 @@ impl RqState {
     }
 }
 
-/// Entries of one list page: a PRP list (512 addresses) or 256 Dataset Management ranges.
+/// Entries of a list page: a PRP list (512 addresses), 256 SGL descriptors or 256 Dataset
+/// Management ranges.
 pub(crate) const LIST_ENTRIES: usize = 512;
-type ListPage = [u64; LIST_ENTRIES];
 
-/// List pages per DMA allocation: order 3 (32 KiB), the largest the page allocator treats as
-/// reliable (`PAGE_ALLOC_COSTLY_ORDER`), so every depth the parameter accepts can be
-/// allocated on a fragmented system. One allocation for all of them could need order 10.
-const LISTS_PER_CHUNK: usize = 8;
+/// Entries of a small list, from its own pool: 32 PRP entries (a 128 KiB transfer), 16 SGL
+/// descriptors or 16 ranges, as C's small descriptor pool. Most lists are small, and sixteen
+/// of them share a page.
+pub(crate) const SMALL_LIST_ENTRIES: usize = 32;
+
+/// Which pool the list of a request in flight came from ([`RqState::list`]).
+const LIST_NONE: u8 = 0;
+const LIST_SMALL: u8 = 1;
+const LIST_PAGE: u8 = 2;
+
+/// A list taken for a request, filled before it is handed to the device
+/// ([`IoQueue::park_list`]).
+pub(crate) struct List<'q> {
+    block: PoolBlock<'q, 'q>,
+    kind: u8,
+}
+
+impl List<'_> {
+    /// Its bus address, for the command.
+    #[inline]
+    pub(crate) fn dma(&self) -> u64 {
+        self.block.dma_handle()
+    }
+
+    /// How many 64-bit entries it holds.
+    #[inline]
+    pub(crate) fn entries(&self) -> usize {
+        self.block.entries()
+    }
+
+    /// Writes 64-bit entry `index`.
+    #[inline]
+    pub(crate) fn put(&self, index: usize, value: u64) -> Result {
+        self.block.put(index, value)
+    }
+}
 
 /// Log at most this many bad completions per queue; count the rest.
 const BAD_CQE_LOG_LIMIT: u32 = 10;
@@ -157,9 +193,11 @@ pub(crate) struct IoQueue<'b> {
     pdev: &'b pci::Device<Bound>,
     /// The tags of the hardware queue this serves, set when blk-mq initializes it.
     tags: QueueTags<NvmeBlk>,
-    /// One list page per tag, set aside up front (no allocation on the I/O path), in
-    /// chunks of [`LISTS_PER_CHUNK`].
-    lists: KVec<Coherent<[ListPage]>>,
+    /// PRP lists, SGL segments and range lists, taken per request only when its transfer
+    /// needs one (as C's descriptor pools), parked in the slot of its tag until it completes:
+    /// small lists, and pages.
+    small_lists: DmaPool<'b>,
+    page_lists: DmaPool<'b>,
     /// Completions that named no request in flight (logged, then counted).
     bad_completions: Atomic<u32>,
     /// Interrupt vector its completion queue signals.
@@ -173,6 +211,7 @@ pub(crate) struct IoQueue<'b> {
 }
 
 impl<'b> IoQueue<'b> {
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn new(
         pdev: &'b pci::Device<Bound>,
         regs: Arc<Regs<'b>>,
@@ -181,25 +220,27 @@ impl<'b> IoQueue<'b> {
         vector: Option<u16>,
         shadow: Option<Arc<ShadowDoorbells>>,
         faults: FaultsRef,
+        quirks: Quirks,
     ) -> Result<Arc<Self>> {
         let queue = Queue::new(pdev.as_ref(), regs, qid, depth, shadow)?;
-        let mut lists =
-            KVec::with_capacity(usize::from(depth).div_ceil(LISTS_PER_CHUNK), GFP_KERNEL)?;
-        let mut left = usize::from(depth);
-        while left > 0 {
-            let n = left.min(LISTS_PER_CHUNK);
-            lists.push(
-                Coherent::<ListPage>::zeroed_slice(pdev.as_ref(), n, GFP_KERNEL)?,
-                GFP_KERNEL,
-            )?;
-            left -= n;
-        }
+        let dev = pdev.as_ref();
+        let small = SMALL_LIST_ENTRIES * 8;
+        // Some controllers read small lists only at 512-byte alignment (C's
+        // `NVME_QUIRK_DMAPOOL_ALIGN_512`).
+        let small_align = if quirks.has(Quirks::DMAPOOL_ALIGN_512) {
+            512
+        } else {
+            small
+        };
+        let page = LIST_ENTRIES * 8;
+        let slots = usize::from(depth);
         Ok(Arc::new(
             Self {
                 queue,
                 pdev,
                 tags: QueueTags::new(),
-                lists,
+                small_lists: DmaPool::new(dev, c"rnvme list small", small, small_align, slots)?,
+                page_lists: DmaPool::new(dev, c"rnvme list page", page, page, slots)?,
                 bad_completions: Atomic::new(0),
                 vector: vector.unwrap_or(0),
                 polled: vector.is_none(),
@@ -232,24 +273,44 @@ impl<'b> IoQueue<'b> {
         self.dead.store(true, Ordering::Relaxed);
     }
 
-    /// The chunk holding the list page of `tag`, and the page's index in it.
-    fn list_chunk(&self, tag: u32) -> Result<(&Coherent<[ListPage]>, usize)> {
-        let tag = tag as usize;
-        let chunk = self.lists.get(tag / LISTS_PER_CHUNK).ok_or(EINVAL)?;
-        Ok((chunk, tag % LISTS_PER_CHUNK))
+    /// A list of at least `entries` 64-bit entries, from the small pool when it fits;
+    /// `None` when none can be had now (blk-mq tries the request again once others complete),
+    /// `EINVAL` when no list holds that many.
+    #[inline]
+    pub(crate) fn take_list(&self, entries: usize) -> Result<Option<List<'_>>> {
+        let (pool, kind) = if entries <= SMALL_LIST_ENTRIES {
+            (&self.small_lists, LIST_SMALL)
+        } else if entries <= LIST_ENTRIES {
+            (&self.page_lists, LIST_PAGE)
+        } else {
+            return Err(EINVAL);
+        };
+        Ok(pool.alloc_atomic().map(|block| List { block, kind }))
     }
 
-    /// Bus address of the list page of `tag`.
-    pub(crate) fn list_dma(&self, tag: u32) -> Result<u64> {
-        let (chunk, i) = self.list_chunk(tag)?;
-        Ok(chunk.dma_address() + (i * core::mem::size_of::<ListPage>()) as u64)
-    }
-
-    /// Writes entry `index` of the list page of `tag`.
-    pub(crate) fn list_put(&self, tag: u32, index: usize, value: u64) -> Result {
-        let (chunk, i) = self.list_chunk(tag)?;
-        io_write!(chunk, [try: i][try: index], value.to_le());
+    /// Keeps a filled `list` for the request of `tag` (its state `st`) until
+    /// [`Self::release_list`]: the device reads it while the command is in flight.
+    #[inline]
+    pub(crate) fn park_list(&self, tag: u32, st: &RqState, list: List<'_>) -> Result {
+        let pool = if list.kind == LIST_SMALL {
+            &self.small_lists
+        } else {
+            &self.page_lists
+        };
+        pool.park(tag as usize, list.block)?;
+        st.list.store(list.kind, Ordering::Relaxed);
         Ok(())
+    }
+
+    /// Gives back the list of the request of `tag` (its state `st`), if it has one: its
+    /// command is done (completed, or never issued).
+    #[inline]
+    pub(crate) fn release_list(&self, tag: u32, st: &RqState) {
+        match st.list.swap(LIST_NONE, Ordering::Relaxed) {
+            LIST_NONE => {}
+            LIST_SMALL => self.small_lists.release(tag as usize),
+            _ => self.page_lists.release(tag as usize),
+        }
     }
 
     /// Consumes new completions from the queue's interrupt handler: each valid one completes

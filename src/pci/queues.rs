@@ -233,6 +233,7 @@ impl<'b> Queues<'b> {
             vector,
             self.shadow.clone(),
             faults.clone(),
+            hw.quirks(),
         )?;
         hw.create_io_queue(&q)?;
         // INVARIANT: created on the device just above, after qids 1..qid (capacity was

@@ -53,18 +53,18 @@ impl Quirks {
     pub(crate) const FORCE_NO_SIMPLE_SUSPEND: Self = Self(1 << 20);
     /// MSI is not used (MSI-X or INTx are).
     pub(crate) const BROKEN_MSI: Self = Self(1 << 21);
+    /// Small lists (PRP lists, SGL segments, ranges) aligned to 512 bytes, not 256.
     pub(crate) const DMAPOOL_ALIGN_512: Self = Self(1 << 22);
     pub(crate) const ADMIN_PAGE_ALIGN: Self = Self(1 << 23);
 
     /// Quirks that change nothing in rnvme: power state transitions it does not make (APST),
-    /// a suspend that is always the simple one, alignments
-    /// its buffers always have (list pages and admin data are whole pages).
+    /// a suspend that is always the simple one, an alignment its admin buffers always have
+    /// (whole pages).
     pub(crate) const IGNORED: Self = Self(
         Self::NO_APST.0
             | Self::NO_DEEPEST_PS.0
             | Self::SIMPLE_SUSPEND.0
             | Self::FORCE_NO_SIMPLE_SUSPEND.0
-            | Self::DMAPOOL_ALIGN_512.0
             | Self::ADMIN_PAGE_ALIGN.0,
     );
 

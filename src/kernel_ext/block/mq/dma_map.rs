@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! DMA mapping of a request's data: one segment directly, more through the scatterlist in the
-//! request's private data (upstream candidate: `kernel::block::mq` has no DMA mapping).
+//! DMA mapping of a request's data: one segment directly, more through a scatterlist allocated
+//! for the request while it is mapped (upstream candidate: `kernel::block::mq` has no DMA
+//! mapping).
 
 use super::{Operations, Request};
 use crate::kernel_ext::device_raw;
@@ -16,7 +17,7 @@ use kernel::{
     prelude::*,
 };
 
-/// Scatterlist entries kept per request: the most segments the queue limits allow.
+/// The most segments the queue limits allow a request (the size of its scatterlist).
 pub(crate) const MAX_SEGMENTS: usize = 128;
 
 /// How [`Request::map_data`] mapped a request's data. Upstream candidate.
@@ -24,7 +25,7 @@ pub(crate) const MAX_SEGMENTS: usize = 128;
 pub(crate) enum Mapping {
     /// One contiguous bus range: its address and length.
     Single(u64, u32),
-    /// This many DMA segments, through the scatterlist.
+    /// This many DMA segments, through the request's scatterlist.
     Segments(u32),
 }
 
@@ -84,9 +85,10 @@ impl<T: Operations> Request<T> {
 
     /// Maps the request's data for DMA by `dev`: a single segment directly (no scatterlist to
     /// build or walk, the common case of small I/O, as the C driver does), anything else
-    /// through the scatterlist in its private data. Returns how: the range itself when it is
-    /// one, else the number of DMA segments; [`Self::segments`] yields them in either case.
-    /// Through [`super::Dispatched::map_data`].
+    /// through a scatterlist allocated for it without sleeping (`ENOMEM` when none can be had
+    /// now: the caller tries again later). Returns how: the range itself when it is one, else
+    /// the number of DMA segments; [`Self::segments`] yields them in either case. Through
+    /// [`super::Dispatched::map_data`].
     #[inline(always)]
     pub(super) fn map_data(&self, dev: &Device<Bound>) -> Result<Mapping> {
         let pdu = self.pdu();
@@ -110,32 +112,47 @@ impl<T: Operations> Request<T> {
             pdu.single_len.store(len, Relaxed);
             return Ok(Mapping::Single(addr, len));
         }
-        let sg = pdu.sg.get().cast::<bindings::scatterlist>();
         // SAFETY: `raw()` is a valid request; physical segments are bounded by the queue
         // limits we set (`max_segments <= MAX_SEGMENTS`).
         let nseg = unsafe { (*self.raw()).nr_phys_segments } as usize;
         if nseg == 0 || nseg > MAX_SEGMENTS {
             return Err(EINVAL);
         }
-        // SAFETY: `sg` points to `MAX_SEGMENTS` entries owned by this request.
+        let (sg, _, cap) = KVec::<bindings::scatterlist>::with_capacity(nseg, GFP_ATOMIC)
+            .map_err(|_| ENOMEM)?
+            .into_raw_parts();
+        // SAFETY: `sg` has room for `nseg` entries.
         unsafe { bindings::sg_init_table(sg, nseg as c_uint) };
         let mut last: *mut bindings::scatterlist = core::ptr::null_mut();
         // SAFETY: the table has room for `nr_phys_segments` entries, which is the most
         // `__blk_rq_map_sg` fills.
         let nents = unsafe { bindings::__blk_rq_map_sg(self.raw(), sg, &mut last) };
-        if nents <= 0 || nents as usize > nseg {
-            return Err(EIO);
+        let mapped = if nents <= 0 || nents as usize > nseg {
+            Err(EIO)
+        } else {
+            // SAFETY: `sg` holds `nents` initialized entries; `dev` is the bound device doing
+            // the DMA; direction matches the operation.
+            match unsafe {
+                bindings::dma_map_sg_attrs(device_raw(dev), sg, nents, self.dma_dir(), 0)
+            } {
+                0 => Err(ENOMEM),
+                n => Ok(n),
+            }
+        };
+        match mapped {
+            Ok(n) => {
+                pdu.sg.store(sg, Relaxed);
+                pdu.sg_cap.store(cap as u32, Relaxed);
+                pdu.nents.store(nents as u32, Relaxed);
+                pdu.mapped.store(n, Relaxed);
+                Ok(Mapping::Segments(n))
+            }
+            Err(e) => {
+                // SAFETY: allocated just above with this capacity, and not kept.
+                drop(unsafe { KVec::from_raw_parts(sg, 0, cap) });
+                Err(e)
+            }
         }
-        // SAFETY: `sg` holds `nents` initialized entries; `dev` is the bound device doing
-        // the DMA; direction matches the operation.
-        let mapped =
-            unsafe { bindings::dma_map_sg_attrs(device_raw(dev), sg, nents, self.dma_dir(), 0) };
-        if mapped == 0 {
-            return Err(ENOMEM);
-        }
-        pdu.nents.store(nents as u32, Relaxed);
-        pdu.mapped.store(mapped as u32, Relaxed);
-        Ok(Mapping::Segments(mapped as u32))
     }
 
     /// The direction of the data: to the device for writes (`op_is_write`, a static inline:
@@ -149,9 +166,10 @@ impl<T: Operations> Request<T> {
         .into()
     }
 
-    /// The DMA segments (bus address, length) of a request mapped by [`Self::map_data`].
-    /// Upstream candidate.
-    pub(crate) fn segments(&self) -> impl Iterator<Item = (u64, u32)> + '_ {
+    /// The DMA segments (bus address, length) of a request mapped by [`Self::map_data`], for
+    /// [`super::Dispatched::segments`], which keeps the scatterlist from being freed while
+    /// they are read.
+    pub(super) fn segments(&self) -> impl Iterator<Item = (u64, u32)> + '_ {
         let pdu = self.pdu();
         let single_len = pdu.single_len.load(Relaxed);
         let single = (single_len != 0).then(|| (pdu.single_addr.load(Relaxed), single_len));
@@ -160,12 +178,15 @@ impl<T: Operations> Request<T> {
         } else {
             pdu.mapped.load(Relaxed) as usize
         };
-        let sg = pdu.sg.get().cast::<bindings::scatterlist>();
+        let sg = pdu.sg.load(Relaxed);
+        let n = if sg.is_null() { 0 } else { n };
         Iterator::chain(
             single.into_iter(),
             (0..n.min(MAX_SEGMENTS)).map(move |i| {
-                // SAFETY: entries `0..mapped` were filled by `dma_map_sg_attrs`, and `i` is in
-                // bounds of the array.
+                // SAFETY: entries `0..mapped` of the request's scatterlist were filled by
+                // `dma_map_sg_attrs`; it stays allocated until the request is unmapped, which
+                // cannot happen while the caller (`Dispatched::segments`) holds the token
+                // mutably borrowed before the request is started.
                 unsafe {
                     let e = sg.add(i);
                     ((*e).dma_address, (*e).dma_length)
@@ -199,14 +220,17 @@ impl<T: Operations> Request<T> {
         }
         let nents = pdu.nents.swap(0, Relaxed);
         pdu.mapped.store(0, Relaxed);
-        if nents == 0 {
+        let sg = pdu.sg.swap(core::ptr::null_mut(), Relaxed);
+        if nents == 0 || sg.is_null() {
             return;
         }
-        let sg = pdu.sg.get().cast::<bindings::scatterlist>();
         // SAFETY: `sg` was mapped with `nents` entries for `dev` in this direction by
         // `map_data`, and is unmapped once (the count was swapped to 0).
         unsafe {
             bindings::dma_unmap_sg_attrs(device_raw(dev), sg, nents as c_int, self.dma_dir(), 0)
         };
+        // SAFETY: allocated by `map_data` with this capacity, freed once (the pointer was
+        // swapped to null); the device is done with it.
+        drop(unsafe { KVec::from_raw_parts(sg, 0, pdu.sg_cap.load(Relaxed) as usize) });
     }
 }

@@ -14,7 +14,7 @@ use core::{
     fmt,
     marker::PhantomData,
     ptr::{null_mut, NonNull},
-    sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering::Relaxed},
+    sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, AtomicU8, Ordering::Relaxed},
 };
 use kernel::{bindings, prelude::*, str::CStr};
 
@@ -346,8 +346,8 @@ impl<T: Operations> OperationsVTable<T> {
         _numa_node: c_int,
     ) -> c_int {
         // SAFETY: blk-mq allocated `cmd_size` bytes behind `rq` for our PDU; writing each
-        // field initializes it (never dropped: the driver state holds no resources). The
-        // scatterlist is zeroed in place rather than built on the stack (4 KiB).
+        // field initializes it (never dropped: the driver state holds no resources, and a
+        // request's scatterlist is freed when it is unmapped).
         unsafe {
             let pdu = rq_to_pdu(rq).cast::<Pdu<T>>();
             (&raw mut (*pdu).nents).write(AtomicU32::new(0));
@@ -359,7 +359,8 @@ impl<T: Operations> OperationsVTable<T> {
             (&raw mut (*pdu).meta_mapped).write(AtomicU32::new(0));
             (&raw mut (*pdu).meta_sg).write_bytes(0, 1);
             (&raw mut (*pdu).drv).write(T::new_rq());
-            (&raw mut (*pdu).sg).write_bytes(0, 1);
+            (&raw mut (*pdu).sg).write(AtomicPtr::new(null_mut()));
+            (&raw mut (*pdu).sg_cap).write(AtomicU32::new(0));
         }
         0
     }

@@ -3,18 +3,16 @@
 //! A block layer request as the driver sees it between `queue_rq` and its end (upstream:
 //! `kernel::block::mq::request`).
 
-use super::{
-    dma_map::{Mapping, MAX_SEGMENTS},
-    BlkStatus, Operations,
-};
+use super::{dma_map::Mapping, BlkStatus, Operations};
 use core::{
+    cell::Cell,
     ffi::c_void,
     marker::PhantomData,
     // Per-request state is written by one CPU at a time, handed over by blk-mq's own
     // ordering; core's atomics compile to plain loads and stores, where the LKMM ones go
     // through out-of-line C helpers (measured in docs/history.md).
     ops::Deref,
-    sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering::Relaxed},
+    sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, AtomicU8, Ordering::Relaxed},
 };
 use kernel::{
     bindings,
@@ -79,7 +77,11 @@ pub(super) struct Pdu<T: Operations> {
     /// The request's metadata: one segment.
     pub(super) meta_sg: Opaque<bindings::scatterlist>,
     pub(super) drv: T::Rq,
-    pub(super) sg: Opaque<[bindings::scatterlist; MAX_SEGMENTS]>,
+    /// The scatterlist of a request of more than one segment, allocated when it is mapped
+    /// and freed when it is unmapped (null: none), and its capacity: most requests are one
+    /// segment and need none, so none is set aside per request.
+    pub(super) sg: AtomicPtr<bindings::scatterlist>,
+    pub(super) sg_cap: AtomicU32,
 }
 
 /// `blk_mq_rq_to_pdu`, a static inline (its Rust helper is an out-of-line call on the
@@ -260,14 +262,18 @@ impl<T: Operations> Request<T> {
 ///
 /// # Invariants
 ///
-/// blk-mq dispatched the request to `queue_rq` or `queue_rqs`, which has not returned.
-pub(crate) struct Dispatched<'r, T: Operations>(&'r Request<T>);
+/// blk-mq dispatched the request to `queue_rq` or `queue_rqs`, which has not returned;
+/// `started` is whether [`Self::start`] was called since.
+pub(crate) struct Dispatched<'r, T: Operations> {
+    rq: &'r Request<T>,
+    started: Cell<bool>,
+}
 
 impl<T: Operations> Deref for Dispatched<'_, T> {
     type Target = Request<T>;
 
     fn deref(&self) -> &Request<T> {
-        self.0
+        self.rq
     }
 }
 
@@ -277,8 +283,17 @@ impl<'r, T: Operations> Dispatched<'r, T> {
     /// `rq` was handed to the driver's `queue_rq` or `queue_rqs`, which runs until the token
     /// is gone.
     pub(super) unsafe fn new(rq: &'r Request<T>) -> Self {
-        // INVARIANT: see the function's safety section.
-        Self(rq)
+        // INVARIANT: see the function's safety section; not started yet.
+        Self {
+            rq,
+            started: Cell::new(false),
+        }
+    }
+
+    /// The request, for as long as the call it was lent to (what it leads to, such as its
+    /// disk, outlives a borrow of the token).
+    pub(crate) fn request(&self) -> &'r Request<T> {
+        self.rq
     }
 
     /// True the first time the driver sees this request, false when it comes back after
@@ -300,6 +315,8 @@ impl<'r, T: Operations> Dispatched<'r, T> {
     /// Marks the request as started (issued to the device), arming its timeout, and opens
     /// its completion to one [`Request::try_claim`]. Upstream: `Request::start_unchecked`.
     pub(crate) fn start(&self) {
+        // INVARIANT: started from here on.
+        self.started.set(true);
         // Before the request is seen in flight (by a tag lookup or an iteration).
         self.pdu().claim.store(CLAIM_OPEN, Relaxed);
         // SAFETY: the request is in `queue_rq` (type invariant).
@@ -309,19 +326,28 @@ impl<'r, T: Operations> Dispatched<'r, T> {
     /// Maps the request's data for DMA by `dev`; see [`Request::map_data`]. Upstream
     /// candidate.
     pub(crate) fn map_data(&self, dev: &Device<Bound>) -> Result<Mapping> {
-        self.0.map_data(dev)
+        self.rq.map_data(dev)
+    }
+
+    /// The DMA segments (bus address, length) of the data [`Self::map_data`] mapped.
+    /// Borrowed mutably, so that nothing unmaps the data (which frees its scatterlist) while
+    /// they are read; none once the request is started, when its completion on another CPU
+    /// may unmap it. Upstream candidate.
+    pub(crate) fn segments(&mut self) -> impl Iterator<Item = (u64, u32)> + '_ {
+        let n = if self.started.get() { 0 } else { usize::MAX };
+        self.rq.segments().take(n)
     }
 
     /// Maps the request's metadata for DMA by `dev` (after its data); see
     /// [`Request::map_metadata`]. Upstream candidate.
     pub(crate) fn map_metadata(&self, dev: &Device<Bound>) -> Result<(u64, u32)> {
-        self.0.map_metadata(dev)
+        self.rq.map_metadata(dev)
     }
 
     /// Undoes [`Self::map_data`] (a command that could not be submitted). Upstream
     /// candidate.
     pub(crate) fn unmap_data(&self, dev: &Device<Bound>) {
-        self.0.unmap_data(dev);
+        self.rq.unmap_data(dev);
     }
 }
 
@@ -391,6 +417,15 @@ impl<'r, T: Operations> Owned<'r, T> {
     /// device is done with the data. Upstream candidate.
     pub(crate) fn unmap_data(&self, dev: &Device<Bound>) {
         self.0.unmap_data(dev);
+    }
+
+    /// The driver's data of the hardware queue the request was issued on: what
+    /// [`Operations::queue_rq`] was given for it. Upstream candidate.
+    pub(crate) fn queue(&self) -> &T::Queue<'_> {
+        // SAFETY: blk-mq completed the request (type invariant), which keeps the hardware
+        // context it was issued on; `init_hctx` stored there a pointer to a queue in the set
+        // data, which lives as long as the tag set, which outlives its requests.
+        unsafe { &*(*(*self.raw()).mq_hctx).driver_data.cast::<T::Queue<'_>>() }
     }
 
     /// Sets where a [`ReqOp::ZoneAppend`] wrote its data (512-byte sectors), which the block
