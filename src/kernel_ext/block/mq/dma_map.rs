@@ -183,10 +183,9 @@ impl<T: Operations> Request<T> {
         Iterator::chain(
             single.into_iter(),
             (0..n.min(MAX_SEGMENTS)).map(move |i| {
-                // SAFETY: entries `0..mapped` of the request's scatterlist were filled by
-                // `dma_map_sg_attrs`; it stays allocated until the request is unmapped, which
-                // cannot happen while the caller (`Dispatched::segments`) holds the token
-                // mutably borrowed before the request is started.
+                // The scatterlist stays allocated until the request is unmapped, which
+                // `Dispatched::segments`, the only caller, rules out while this is read.
+                // SAFETY: entries `0..mapped` were filled by `dma_map_sg_attrs`; live (above).
                 unsafe {
                     let e = sg.add(i);
                     ((*e).dma_address, (*e).dma_length)
