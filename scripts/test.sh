@@ -15,6 +15,7 @@
 #   RNVME_STORM_HICCUP=0               the storm leaves Memory Space alone (default: a second off
 #                                      per round on each controller)
 #   RNVME_TEST_LOGS=dir                where the logs go (default out/test-logs)
+#   RNVME_TEST_JOBS=2                  VM scenarios run at once (a block of lines each)
 #   RNVME_CI=1                         refuse a partial selection (.ci/run sets it)
 . "$(dirname "$0")/common.sh"
 set +e
@@ -392,7 +393,7 @@ hmp_vm() {
 	local name=$1 flavour=$2
 	shift 2
 	[[ -n ${RNVME_TEST_ONLY:-} && ! $name =~ $RNVME_TEST_ONLY ]] && return
-	local log=$LOGS/$name.console.log qmp=/tmp/rnvme-qmp-$$.sock res=$LOGS/$name.results
+	local log=$LOGS/$name.console.log qmp=/tmp/rnvme-qmp-$$-$name.sock res=$LOGS/$name.results
 	scenario_start "$name" "$flavour"
 	scenario_images "$name" "$flavour" "$@"
 	"$RNVME_ROOT/qemu/run" --flavour "$flavour" --module "$RNVME_ROOT/out/$flavour-test/rnvme.ko" --quiet --log "$log" \
@@ -426,7 +427,7 @@ hmp_vm() {
 hotplug_test() {
 	local flavour=$1 name=hotplug-$1
 	[[ -n ${RNVME_TEST_ONLY:-} && ! $name =~ $RNVME_TEST_ONLY ]] && return
-	local log=$LOGS/$name.console.log qmp=/tmp/rnvme-qmp-$$.sock res=$LOGS/$name.results
+	local log=$LOGS/$name.console.log qmp=/tmp/rnvme-qmp-$$-$name.sock res=$LOGS/$name.results
 	scenario_start "$name" "$flavour"
 	"$RNVME_ROOT/qemu/run" --flavour "$flavour" --module "$RNVME_ROOT/out/$flavour-test/rnvme.ko" --quiet --log "$log" --ctrls 2 \
 		--results "$res" --trace "$TRACE_EVENTS" --trace-file "$LOGS/$name.trace" \
@@ -456,6 +457,66 @@ hotplug_test() {
 		sleep 0.2
 	done
 	bg_vm_done "$name" $runner "$qmp"
+}
+
+# --- the scenario pool ---------------------------------------------------------------
+# A VM under TCG keeps the two host cores about half busy (its vCPUs wait for the device
+# models and the big lock, its guest waits out timeouts and sleeps): RNVME_TEST_JOBS
+# scenarios (default 2) run at once, each in a subshell of its own whose output and results
+# are printed, and counted, as a block when it ends. The pool's own jobs are tracked by pid:
+# the debug kernel's background build is a job of this shell too.
+JOBS=${RNVME_TEST_JOBS:-2}
+[[ $JOBS =~ ^[1-9][0-9]*$ ]] || die "RNVME_TEST_JOBS must be a positive number, not '$JOBS'"
+declare -A RUNNING=()
+# reap_one: waits for one scenario of the pool to end, prints its block, adds its counts.
+reap_one() {
+	local pid name p f n line
+	wait -n -p pid "${!RUNNING[@]}"
+	name=${RUNNING[$pid]}
+	unset "RUNNING[$pid]"
+	cat "$LOGS/$name.out"
+	if read -r p f n <"$LOGS/$name.tally" 2>/dev/null; then
+		PASS=$((PASS + p)) FAIL=$((FAIL + f)) HOST_VERIFIED_MIB=$((HOST_VERIFIED_MIB + n))
+		while IFS= read -r line; do FAILED_NAMES+=("$line"); done <"$LOGS/$name.failed"
+	else
+		bad "$name: scenario ended" "its subshell left no tally (see $LOGS/$name.out)"
+	fi
+}
+# job NAME FUNCTION ARGS...: runs a scenario in the pool, once a slot is free; nothing if
+# NAME is not selected.
+job() {
+	local name=$1
+	shift
+	[[ -n ${RNVME_TEST_ONLY:-} && ! $name =~ $RNVME_TEST_ONLY ]] && return
+	while [ ${#RUNNING[@]} -ge "$JOBS" ]; do reap_one; done
+	(
+		PASS=0 FAIL=0 HOST_VERIFIED_MIB=0 FAILED_NAMES=()
+		"$@"
+		echo "$PASS $FAIL $HOST_VERIFIED_MIB" >"$LOGS/$name.tally"
+		printf '%s\n' "${FAILED_NAMES[@]}" | grep -v '^$' >"$LOGS/$name.failed"
+	) >"$LOGS/$name.out" 2>&1 &
+	RUNNING[$!]=$name
+	say "VM scenario $name started"
+}
+# reap_all: waits for every scenario still running.
+reap_all() {
+	while [ ${#RUNNING[@]} -gt 0 ]; do reap_one; done
+}
+
+# The I/O path, on file-backed namespaces so data is real and checked on the host.
+io_scenario() {
+	run_vm "io-$flavour" "$flavour" --ctrls 1 --ns 2 --backend image --timeout $T \
+		--image-dir "$img/io" --size $IO_SIZE -- "NS=2 $IO_ENV sh /guest/io.sh"
+	host_verify "io-$flavour" "$img/io/ctrl0-ns2.img"
+	trace_check "io-$flavour" "SGLs carry large transfers" "$LOGS/io-$flavour.trace" \
+		'pci_nvme_map_sgl type 0x3'
+}
+# verified_vm NAME ...: run_vm, then on the base kernel the host checks the image of the
+# scenario's first namespace ($img/SCENARIO/ctrl0-ns1.img).
+verified_vm() {
+	run_vm "$@"
+	[ "$flavour" = base ] || return 0
+	host_verify "$1" "$img/${1%-"$flavour"}/ctrl0-ns1.img"
 }
 
 for flavour in $FLAVOURS; do
@@ -544,154 +605,147 @@ for flavour in $FLAVOURS; do
 	fi
 
 	# Bring-up: probe, identify, unbind/bind, 20 load cycles, beside the C driver.
-	run_vm "basic-$flavour" "$flavour" --ctrls $BASIC_CTRLS --ns $BASIC_NS --timeout $T \
+	job "basic-$flavour" run_vm "basic-$flavour" "$flavour" --ctrls $BASIC_CTRLS --ns $BASIC_NS --timeout $T \
 		-- "CTRLS=$BASIC_CTRLS NS=$BASIC_NS SERIAL_PREFIX=rnvme-s sh /guest/basic.sh"
 	# No MSI or MSI-X on the platform: the admin queue falls back to (shared) INTx.
-	run_vm "intx-$flavour" "$flavour" --ctrls 2 --append pci=nomsi --timeout $T \
+	job "intx-$flavour" run_vm "intx-$flavour" "$flavour" --ctrls 2 --append pci=nomsi --timeout $T \
 		-- 'CTRLS=2 NS=1 SERIAL_PREFIX=rnvme-s IRQ=INTx sh /guest/basic.sh'
 
 	# The I/O path, on file-backed namespaces so data is real and checked on the host.
-	run_vm "io-$flavour" "$flavour" --ctrls 1 --ns 2 --backend image --timeout $T \
-		--image-dir "$img/io" --size $IO_SIZE -- "NS=2 $IO_ENV sh /guest/io.sh"
-	host_verify "io-$flavour" "$img/io/ctrl0-ns2.img"
-	trace_check "io-$flavour" "SGLs carry large transfers" "$LOGS/io-$flavour.trace" \
-		'pci_nvme_map_sgl type 0x3'
+	job "io-$flavour" io_scenario
 	# Device errors injected under the emulated controllers (QEMU blkdebug).
-	run_vm "errors-$flavour" "$flavour" --ctrls 2 --backend image --image-dir "$img/errors" \
+	job "errors-$flavour" run_vm "errors-$flavour" "$flavour" --ctrls 2 --backend image --image-dir "$img/errors" \
 		--size 64M --blkdebug "$RNVME_ROOT/qemu/guest/errors.rules" --timeout $T \
 		-- 'sh /guest/errors.sh'
 	# I/O slower than its timeout: abort, controller reset, bounded retries.
-	run_vm "timeout-$flavour" "$flavour" --ctrls 1 --ns 3 --backend image --timeout $T \
+	job "timeout-$flavour" run_vm "timeout-$flavour" "$flavour" --ctrls 1 --ns 3 --backend image --timeout $T \
 		--image-dir "$img/timeout" --size 64M --slow-ns 2 --slow-ns 3 --slow-ms 5000 \
 		-- 'sh /guest/timeout.sh'
 	# A controller that stops answering under fio: I/O fails within seconds, unbind
 	# is clean, a rebind after it answers again probes it.
-	run_vm "dead-$flavour" "$flavour" --ctrls 1 --ns 2 --backend image --image-dir "$img/dead" \
+	job "dead-$flavour" run_vm "dead-$flavour" "$flavour" --ctrls 1 --ns 2 --backend image --image-dir "$img/dead" \
 		--size 128M --timeout $T -- 'sh /guest/dead.sh'
 	# Bus Master Enable cleared under fio: the reset restores it (rnvme and the C driver).
-	run_vm "busmaster-$flavour" "$flavour" --ctrls 2 --backend image --image-dir "$img/busmaster" \
+	job "busmaster-$flavour" run_vm "busmaster-$flavour" "$flavour" --ctrls 2 --backend image --image-dir "$img/busmaster" \
 		--size 64M --timeout $T -- 'sh /guest/busmaster.sh'
 	# The controller core beside the C driver: a passthrough and a rescan do not wait
 	# behind a slow command (namespace 2 answers after 3 s); a namespace rnvme (16 KiB blocks over 8 KiB transfers) fails alone. The block layer warns
 	# at the C driver's limits for it; rnvme checks them first.
-	run_vm "core-$flavour" "$flavour" --ctrls 2 --ns 4 --mdts 1 --backend image --size 64M \
+	job "core-$flavour" run_vm "core-$flavour" "$flavour" --ctrls 2 --ns 4 --mdts 1 --backend image --size 64M \
 		--slow-ns 2 --slow-ms 3000 --ns-extra 3:logical_block_size=16384,physical_block_size=16384 \
 		--ns-extra 4:zoned=true,zoned.zone_size=64K,zoned.zone_capacity=64K \
 		--known-warning blk_validate_limits --timeout $T -- 'SLOW_MS=3000 sh /guest/core.sh'
 	# A concurrency storm on rnvme and the C driver at once: fio verify, passthrough, admin
 	# commands, hwmon, rescans, resets, namespace attach/detach in loops; an FLR and a
 	# system sleep (`make storm`: longer, more rounds).
-	run_vm "storm-$flavour" "$flavour" --ctrls 2 --ns 3 --subsys --detached 3 --backend image \
+	job "storm-$flavour" run_vm "storm-$flavour" "$flavour" --ctrls 2 --ns 3 --subsys --detached 3 --backend image \
 		--image-dir "$img/storm" --size 64M --timeout $((T + 2 * ${RNVME_STORM_S:-20})) \
 		-- "STORM_S=${RNVME_STORM_S:-20} ROUNDS=${RNVME_STORM_ROUNDS:-1} HICCUP=${RNVME_STORM_HICCUP:-1} sh /guest/storm.sh"
 	# System sleep under fio (pm_test): suspend to RAM and to idle, hibernation; rnvme beside
 	# the C driver, which the same transitions suspend.
-	run_vm "power-$flavour" "$flavour" --ctrls 2 --backend image --image-dir "$img/power" \
+	job "power-$flavour" run_vm "power-$flavour" "$flavour" --ctrls 2 --backend image --image-dir "$img/power" \
 		--size 64M --timeout $T -- "ROUNDS=$SLEEP_ROUNDS sh /guest/power.sh"
 	# PCIe errors injected by QEMU (AER) and a secondary bus reset under fio, on a q35
 	# machine: rnvme beside the C driver, where recovery works and where it fails.
-	hmp_vm "aer-$flavour" "$flavour" --machine q35 --ctrls 3 --untrained-ctrls 1 --backend image \
+	job "aer-$flavour" hmp_vm "aer-$flavour" "$flavour" --machine q35 --ctrls 3 --untrained-ctrls 1 --backend image \
 		--image-dir "$img/aer" --size 64M --timeout $T -- 'sh /guest/aer.sh'
 	# Polled queues (io_uring IOPOLL) without interrupts.
-	run_vm "poll-$flavour" "$flavour" --ctrls 2 --backend image --image-dir "$img/poll" \
+	job "poll-$flavour" run_vm "poll-$flavour" "$flavour" --ctrls 2 --backend image --image-dir "$img/poll" \
 		--size 64M --timeout $T -- 'sh /guest/poll.sh'
 	# Metadata and protection information: eight formats, rnvme beside the C driver.
-	run_vm "meta-$flavour" "$flavour" --ctrls 2 --ns 8 --backend image --size 64M \
+	job "meta-$flavour" run_vm "meta-$flavour" "$flavour" --ctrls 2 --ns 8 --backend image --size 64M \
 		--ns-extra 1:ms=8,pi=1 --ns-extra 2:ms=8,pi=3 --ns-extra 3:ms=16,pi=1,pif=2 \
 		--ns-extra 4:ms=16,pi=1 --ns-extra 5:ms=16,pi=2,pil=1 --ns-extra 6:ms=8 \
 		--ns-extra 7:ms=8,mset=1,pi=1 --ns-extra 8:ms=8,mset=1 --timeout $T \
 		-- 'sh /guest/meta.sh'
-	run_vm "lba4k-$flavour" "$flavour" --ctrls 1 --lba 4096 --backend image --timeout $T \
+	job "lba4k-$flavour" verified_vm "lba4k-$flavour" "$flavour" --ctrls 1 --lba 4096 --backend image --timeout $T \
 		--image-dir "$img/lba4k" --size 256M -- "LBA=4096 $SPECIAL_ENV sh /guest/io.sh"
-	[ "$flavour" = base ] && host_verify "lba4k-$flavour" "$img/lba4k/ctrl0-ns1.img"
 	# MDTS = 1 (8 KiB transfers): 1 MiB requests are split by the block layer.
-	run_vm "mdts1-$flavour" "$flavour" --ctrls 1 --mdts 1 --backend image --timeout $T \
+	job "mdts1-$flavour" verified_vm "mdts1-$flavour" "$flavour" --ctrls 1 --mdts 1 --backend image --timeout $T \
 		--image-dir "$img/mdts1" --size 256M -- "$SPECIAL_ENV sh /guest/io.sh"
-	[ "$flavour" = base ] && host_verify "mdts1-$flavour" "$img/mdts1/ctrl0-ns1.img"
 	# Fewer queues than CPUs, and one MSI-X vector shared by every queue.
 	# With the deepest queues the controller takes (io_queue_depth=4096 is capped by
 	# QEMU's CAP.MQES to 2048 entries).
-	run_vm "queues1-$flavour" "$flavour" --ctrls 1 --max-qpairs 1 --backend image \
+	job "queues1-$flavour" verified_vm "queues1-$flavour" "$flavour" --ctrls 1 --max-qpairs 1 --backend image \
 		--image-dir "$img/queues1" --size 256M --timeout $T \
 		-- "$SPECIAL_ENV RNVME_ARGS=io_queue_depth=4096 DEEP=2048 EXPECT_QUEUES='1 I/O queues of depth 2048 on 2 MSI-X' sh /guest/io.sh"
-	[ "$flavour" = base ] && host_verify "queues1-$flavour" "$img/queues1/ctrl0-ns1.img"
-	run_vm "msix1-$flavour" "$flavour" --ctrls 1 --msix 1 --backend image \
+	job "msix1-$flavour" verified_vm "msix1-$flavour" "$flavour" --ctrls 1 --msix 1 --backend image \
 		--image-dir "$img/msix1" --size 256M --timeout $T \
 		-- "$SPECIAL_ENV EXPECT_QUEUES='1 I/O queues of depth [0-9]+ on 1 MSI-X' sh /guest/io.sh"
-	[ "$flavour" = base ] && host_verify "msix1-$flavour" "$img/msix1/ctrl0-ns1.img"
 	# nvme-cli through /dev/rnvme0 and its disks, compared with the C driver on an
 	# identical controller; ioctl edge cases, a bounded fuzz, unbind with open files.
 	# Namespace identifiers: namespace 1 has a UUID and an EUI64, namespace 2 an EUI64
 	# only (its UUID all zeroes: QEMU's default is a random one), the same on both
 	# controllers; QEMU 7.2 has no NGUID property.
-	run_vm "cli-$flavour" "$flavour" --ctrls 2 --ns 2 --backend image --size 64M \
+	job "cli-$flavour" run_vm "cli-$flavour" "$flavour" --ctrls 2 --ns 2 --backend image --size 64M \
 		--ns-extra "1:uuid=$NS1_UUID,eui64=$NS1_EUI64" \
 		--ns-extra "2:uuid=00000000-0000-0000-0000-000000000000,eui64=$NS2_EUI64" \
 		--timeout $T -- "FUZZ_N=$FUZZ_N NS1_UUID=$NS1_UUID sh /guest/cli.sh"
 	# Quirks: QEMU's old Intel ID (the table's identify_cns, disable_write_zeroes,
 	# bogus_nid) and the quirks= parameter, rnvme beside the C driver given the same.
-	run_vm "quirks-$flavour" "$flavour" --ctrls 2 --ctrl-props use-intel-id=on \
+	job "quirks-$flavour" run_vm "quirks-$flavour" "$flavour" --ctrls 2 --ctrl-props use-intel-id=on \
 		--backend image --size 64M --ns-extra "1:uuid=$NS1_UUID,eui64=$NS1_EUI64" \
 		--trace "$TRACE_EVENTS,pci_nvme_identify*,pci_nvme_map_prp" --timeout $T -- 'sh /guest/quirks.sh'
 	# Logical blocks of 16 KiB (larger than a page), rnvme beside the C driver.
-	run_vm "lbs-$flavour" "$flavour" --ctrls 2 --lba 16384 --backend image --size 512M \
+	job "lbs-$flavour" run_vm "lbs-$flavour" "$flavour" --ctrls 2 --lba 16384 --backend image --size 512M \
 		--timeout $T -- 'sh /guest/lbs.sh'
 	# I/O command sets: a zoned namespace beside an NVM one, rnvme beside the C driver.
-	run_vm "cmdset-$flavour" "$flavour" --ctrls 2 --ns 2 --backend image --size 64M \
+	job "cmdset-$flavour" run_vm "cmdset-$flavour" "$flavour" --ctrls 2 --ns 2 --backend image --size 64M \
 		--ns-extra "2:zoned=true,zoned.zone_size=4M,zoned.zone_capacity=4M" \
 		--trace "$TRACE_EVENTS,pci_nvme_mmio_cfg" --timeout $T -- 'sh /guest/cmdset.sh'
 	# Zoned namespaces: host-managed zoned disks (8 MiB zones of 6 MiB capacity, at most
 	# 12 open and 14 active, Zone Append up to 128 KiB), rnvme beside the C driver.
-	run_vm "zoned-$flavour" "$flavour" --ctrls 2 --backend image --size 512M \
+	job "zoned-$flavour" run_vm "zoned-$flavour" "$flavour" --ctrls 2 --backend image --size 512M \
 		--ctrl-props zoned.zasl=5 \
 		--ns-extra "1:zoned=true,zoned.zone_size=8M,zoned.zone_capacity=6M,zoned.max_open=12,zoned.max_active=14" \
 		--timeout $T -- 'sh /guest/zoned.sh'
 	# Temperatures in hwmon and health and error events, beside the C driver; the host
 	# raises health warnings (QMP qom-set) when the guest asks.
-	hmp_vm "health-$flavour" "$flavour" --ctrls 2 --backend image --size 64M --timeout $T \
+	job "health-$flavour" hmp_vm "health-$flavour" "$flavour" --ctrls 2 --backend image --size 64M --timeout $T \
 		--trace "$TRACE_EVENTS,pci_nvme_aer_post_cqe,pci_nvme_get_log,pci_nvme_setfeat" -- 'sh /guest/health.sh'
 	# io_uring passthrough on the generic devices, beside the C driver's.
-	run_vm "uring-$flavour" "$flavour" --ctrls 2 --backend image --size 64M --timeout $T \
+	job "uring-$flavour" run_vm "uring-$flavour" "$flavour" --ctrls 2 --backend image --size 64M --timeout $T \
 		-- "SIZE=$URING_SIZE sh /guest/uring.sh"
 	# Namespace attach/detach: asynchronous events add and remove disks.
-	run_vm "aen-$flavour" "$flavour" --ctrls 1 --ns 3 --subsys --detached 2 --detached 3 \
+	job "aen-$flavour" run_vm "aen-$flavour" "$flavour" --ctrls 1 --ns 3 --subsys --detached 2 --detached 3 \
 		--slow-ns 3 --slow-ms 3000 \
 		--backend image --image-dir "$img/aen" --size 64M --timeout $T -- 'sh /guest/aen.sh'
 	# Controller limits (DMRSL, DMRL, WZSL) against the C driver; a whole-disk discard.
-	run_vm "limits-$flavour" "$flavour" --ctrls 2 --size 8G --timeout $T -- 'sh /guest/limits.sh'
+	job "limits-$flavour" run_vm "limits-$flavour" "$flavour" --ctrls 2 --size 8G --timeout $T -- 'sh /guest/limits.sh'
 	# Every DMA through bounce buffers (swiotlb=force): offsets kept, transfers bounded.
-	run_vm "swiotlb-$flavour" "$flavour" --ctrls 2 --append swiotlb=force --backend image \
+	job "swiotlb-$flavour" run_vm "swiotlb-$flavour" "$flavour" --ctrls 2 --append swiotlb=force --backend image \
 		--image-dir "$img/swiotlb" --size 128M --timeout $T -- 'sh /guest/swiotlb.sh'
 	# Format NVM under a live disk (two controllers sharing one namespace: rnvme and the C
 	# driver), a rescan after a format behind rnvme's back, an unservable format.
-	run_vm "format-$flavour" "$flavour" --ctrls 2 --shared-subsys --lba 4096 --backend image \
+	job "format-$flavour" run_vm "format-$flavour" "$flavour" --ctrls 2 --shared-subsys --lba 4096 --backend image \
 		--image-dir "$img/format" --size 64M --timeout $T -- 'sh /guest/format.sh'
 	# Native multipath: two subsystems of two controllers each (rnvme's, C's), a head disk
 	# per namespace; policies, a path's reset and removal (QMP) under fio verify.
-	hmp_vm "mpath-$flavour" "$flavour" --ctrls 4 --subsys-pairs --ns 2 --private-ns 2 \
+	job "mpath-$flavour" hmp_vm "mpath-$flavour" "$flavour" --ctrls 4 --subsys-pairs --ns 2 --private-ns 2 \
 		--backend image --image-dir "$img/mpath" --size 64M --timeout $T -- 'sh /guest/mpath.sh'
 	# A Format NVM freezing many heads and disks at once, rnvme beside the C driver: within
 	# lockdep's depth of held locks per task.
-	run_vm "manyns-$flavour" "$flavour" --ctrls 4 --subsys-pairs --ns 25 --backend null \
+	job "manyns-$flavour" run_vm "manyns-$flavour" "$flavour" --ctrls 4 --subsys-pairs --ns 25 --backend null \
 		--size 16M --timeout $T -- 'NS=25 sh /guest/manyns.sh'
 	# Every field of the commands rnvme submits, read from the submission queues (guest
 	# memory, over QMP) after its requests, beside the C driver's: FUA, PRINFO and the
 	# reference tag, LBAs past 2^32 on an 8 TiB namespace, NLB, Write Zeroes, the Abort
 	# that follows a timeout.
-	hmp_vm "sqe-$flavour" "$flavour" --ctrls 2 --ns 3 --slow-ns 3 --slow-ms 5000 \
+	job "sqe-$flavour" hmp_vm "sqe-$flavour" "$flavour" --ctrls 2 --ns 3 --slow-ns 3 --slow-ms 5000 \
 		--backend image --size 8T \
 		--ns-extra 2:ms=8,pi=1 --trace "$TRACE_EVENTS,pci_nvme_mmio_asqaddr*,pci_nvme_mmio_aqattr" \
 		--timeout $T -- 'sh /guest/sqe.sh'
-	flush_test "$flavour"
-	hotplug_test "$flavour"
+	job "flush-$flavour" flush_test "$flavour"
+	job "hotplug-$flavour" hotplug_test "$flavour"
 	# 4 controllers probed at once, load/unload cycles with I/O in between.
-	run_vm "stress-$flavour" "$flavour" --ctrls 4 --backend image --image-dir "$img/stress" \
+	job "stress-$flavour" run_vm "stress-$flavour" "$flavour" --ctrls 4 --backend image --image-dir "$img/stress" \
 		--size 16M --timeout $T -- "CTRLS=4 CYCLES=$CYCLES sh /guest/stress.sh"
 	# A probe failing at each of its steps unwinds cleanly (kmemleak and the other
 	# checkers watching on the debug kernel).
-	run_vm "probefail-$flavour" "$flavour" --ctrls 2 --timeout $T \
+	job "probefail-$flavour" run_vm "probefail-$flavour" "$flavour" --ctrls 2 --timeout $T \
 		-- 'CTRLS=2 sh /guest/probefail.sh'
 done
+reap_all
 
 # Bytes written through rnvme and read back and compared (fio verify, dd + cmp), plus the
 # host's check of the image.
