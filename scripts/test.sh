@@ -598,10 +598,10 @@ for flavour in $FLAVOURS; do
 	mkdir -p "$img"/{io,lba4k,mdts1,queues1,msix1,poll,aen,errors,timeout,stress,dead,format,busmaster,swiotlb,power,aer,mpath,storm}
 	if [ "$flavour" = base ]; then
 		T=900 BASIC_CTRLS=3 BASIC_NS=2 IO_ENV='LBA=512 HOSTCHECK=1' IO_SIZE=256M FUZZ_N=3000 URING_SIZE=16M
-		CYCLES=50 SLEEP_ROUNDS=20 SPECIAL_ENV='QUICK=1 HOSTCHECK=1'
+		CYCLES=50 SLEEP_ROUNDS=20 SLEEP_FIO_S=3 SPECIAL_ENV='QUICK=1 HOSTCHECK=1'
 	else
 		T=1800 BASIC_CTRLS=2 BASIC_NS=1 IO_ENV='QUICK=1 FIO_SIZE=8M HOSTCHECK=1' IO_SIZE=128M FUZZ_N=1000 URING_SIZE=8M
-		CYCLES=10 SLEEP_ROUNDS=9 SPECIAL_ENV='QUICK=1 FIO_SIZE=8M'
+		CYCLES=10 SLEEP_ROUNDS=9 SLEEP_FIO_S=6 SPECIAL_ENV='QUICK=1 FIO_SIZE=8M'
 	fi
 
 	# Bring-up: probe, identify, unbind/bind, 20 load cycles, beside the C driver.
@@ -644,7 +644,7 @@ for flavour in $FLAVOURS; do
 	# System sleep under fio (pm_test): suspend to RAM and to idle, hibernation; rnvme beside
 	# the C driver, which the same transitions suspend.
 	job "power-$flavour" run_vm "power-$flavour" "$flavour" --ctrls 2 --backend image --image-dir "$img/power" \
-		--size 64M --timeout $T -- "ROUNDS=$SLEEP_ROUNDS sh /guest/power.sh"
+		--size 64M --timeout $T -- "ROUNDS=$SLEEP_ROUNDS FIO_S=$SLEEP_FIO_S sh /guest/power.sh"
 	# PCIe errors injected by QEMU (AER) and a secondary bus reset under fio, on a q35
 	# machine: rnvme beside the C driver, where recovery works and where it fails.
 	job "aer-$flavour" hmp_vm "aer-$flavour" "$flavour" --machine q35 --ctrls 3 --untrained-ctrls 1 --backend image \
