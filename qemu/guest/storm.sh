@@ -40,6 +40,25 @@ loop() {
 	echo "$name: $n runs, $bad failed" >"/tmp/loop-$name"
 }
 
+# lock NAME / unlock NAME: a lock between the guest's shells (mkdir is atomic).
+lock() {
+	until mkdir "/tmp/lock-$1" 2>/dev/null; do usleep 50000; done
+}
+unlock() {
+	rmdir "/tmp/lock-$1"
+}
+
+# reset_locked DRV: a user's controller reset, every three seconds or so.
+reset_locked() {
+	local rc
+	sleep 3
+	lock "reset-$1"
+	nvme reset "/dev/${1}0"
+	rc=$?
+	unlock "reset-$1"
+	return $rc
+}
+
 pids=""
 for drv in rnvme nvme; do
 	pci=$(bound_to $drv | head -1)
@@ -61,7 +80,8 @@ for drv in rnvme nvme; do
 	pids="$pids $!"
 	loop "$drv-rescan" nvme ns-rescan "/dev/${drv}0" &
 	pids="$pids $!"
-	loop "$drv-reset" sh -c "sleep 3; nvme reset /dev/${drv}0" &
+	# Under the lock the Memory Space hiccup below takes: see there.
+	loop "$drv-reset" reset_locked $drv &
 	pids="$pids $!"
 	# Namespace 3, in no fio's way, attached and detached (asynchronous events: its disk
 	# added and removed, during resets too).
@@ -87,13 +107,18 @@ for r in $(seq $ROUNDS); do
 	# mastering lost is busmaster-*'s: C then needs an admin timeout, a minute by default,
 	# to come back, which would stall the system sleep below.) A user admin command sent
 	# meanwhile must not hold up a reset's own commands (rnvme's used to wait behind it).
+	# Not in the middle of a reset of the user's: a command the reset itself sends then is
+	# lost too, and both drivers wait an admin timeout (a minute) for it, then give the
+	# controller up. The reset loop takes the same lock.
 	for drv in rnvme nvme; do
 		[ "${HICCUP:-1}" = 1 ] || break
 		p=$(bound_to $drv | head -1)
+		lock "reset-$drv"
 		pci_command "$p" $(($(pci_command "$p") & ~2))
 		sleep 1
 		c=$(pci_command "$p")
 		[ $((c & 2)) = 0 ] && pci_command "$p" $((c | 2))
+		unlock "reset-$drv"
 	done
 	sleep $gap
 	if echo mem >/sys/power/state; then sleeps=$((${sleeps:-0} + 1)); else
