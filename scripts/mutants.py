@@ -6,13 +6,14 @@ the test scenarios that should catch each. A mutant that survives means a missin
     scripts/mutants.py [NAME...]      every mutant of scripts/mutants.toml, or those named
 
 For each mutant: the working tree (tracked and new files, not out/ or .git) is copied to
-$RNVME_CACHE/mutants/tree, the mutant's `from` text (which must occur exactly once in its
+$RNVME_CACHE/mutants/tree-K, the mutant's `from` text (which must occur exactly once in its
 file) is replaced by its `to`, and that copy's scripts/test.sh runs the host unit tests and
 the mutant's scenarios (RNVME_TEST_ONLY, on the flavour the scenario names). Every VM is
 capped: a baseline's at RNVME_VM_TIMEOUT_CAP seconds (default 600), a mutant's at two and
 a half times the longest of its scenarios in the baseline (at least 180 s, at most that
 cap), so a bug that hangs the guest costs minutes, not the full cap twice. Logs:
-out/mutants/<name>/.
+out/mutants/<name>/. RNVME_MUTANTS_JOBS mutants (default 2) run at once, each in its own
+copy, each copy's scenarios one at a time.
 
 A kill must be evidence, not noise:
 - the baseline: each set of scenarios runs once on the unmodified copy first (once per
@@ -45,6 +46,7 @@ import shutil
 import subprocess
 import sys
 import time
+import threading
 import tomllib
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -163,7 +165,8 @@ def run(m, tree, logs, cap=None):
                RNVME_TEST_FLAVOURS=" ".join(flavours),
                RNVME_TEST_ONLY="^(" + "|".join(map(re.escape, m["scenarios"])) + ")$",
                RNVME_TEST_LOGS=logs,
-               RNVME_VM_TIMEOUT_CAP=str(cap or MAX_CAP))
+               RNVME_VM_TIMEOUT_CAP=str(cap or MAX_CAP),
+               RNVME_TEST_JOBS="1")
     env.pop("RNVME_CI", None)
     os.makedirs(logs, exist_ok=True)
     with open(os.path.join(logs, "..", os.path.basename(logs) + ".out"), "w") as out:
@@ -199,50 +202,66 @@ def killers(baseline, out):
     return {n: why for n, why in failed.items() if n in baseline and not n.startswith("docs: ")}
 
 
-def main():
-    with open(os.path.join(ROOT, "scripts", "mutants.toml"), "rb") as f:
-        mutants = tomllib.load(f)["mutant"]
-    names = [m["name"] for m in mutants]
-    if len(set(names)) != len(names):
-        sys.exit("mutants.toml: duplicate names")
-    want = sys.argv[1:]
-    for w in want:
-        if w not in names:
-            sys.exit(f"no mutant named {w}: {' '.join(names)}")
-    todo = [m for m in mutants if not want or m["name"] in want]
-    tree = os.path.join(CACHE, "mutants", "tree")
-    out_dir = os.path.join(ROOT, "out", "mutants")
-    os.makedirs(out_dir, exist_ok=True)
-    state = os.path.join(ROOT, STATE)
-    thash = tree_hash()
-    # Saved baselines: {"scenario+scenario": {"passed": [...], "seconds": s}}; verdicts:
-    # {name: {"kind": killed|survived|flaky|error, "verdict": str, "scenarios": [...],
-    # "seconds": s}}.
-    baselines, verdicts = load_state(state, thash)
-    resumed = sum(1 for m in todo if m["name"] in verdicts)
-    if resumed:
-        print(f"resuming: {resumed} of {len(todo)} verdicts saved for this tree "
-              f"({state})", flush=True)
-    for i, m in enumerate(todo, 1):
-        if m["name"] in verdicts:
-            continue
-        t0 = time.monotonic()
-        print(f"[{i}/{len(todo)}] {m['name']}: {m['what']}", flush=True)
+JOBS = os.environ.get("RNVME_MUTANTS_JOBS", "2")
+
+
+class Runner:
+    """Mutants run `jobs` at a time, each in a tree copy of its own
+    ($RNVME_CACHE/mutants/tree-K) whose scripts/test.sh runs one VM at a time: a VM under
+    TCG keeps about one of the host's CPUs busy. A baseline is run once, by the first mutant
+    that needs it; the others that name the same scenarios wait for it."""
+
+    def __init__(self, state, thash, baselines, verdicts, out_dir, total):
+        self.state, self.thash = state, thash
+        self.baselines, self.verdicts = baselines, verdicts
+        self.out_dir, self.total = out_dir, total
+        self.lock = threading.Lock()
+        self.pending = {}  # baseline key -> Event, set once the baseline is saved
+
+    def say(self, text):
+        with self.lock:
+            print(text, flush=True)
+
+    def save(self):
+        with self.lock:
+            save_state(self.state, self.thash, self.baselines, self.verdicts)
+
+    def baseline(self, m, tree):
+        """The tests the mutant's scenarios passed unmodified (run now unless saved)."""
         key = "+".join(sorted(m["scenarios"]))
-        if key not in baselines:
-            copy_tree(tree)
-            logs = os.path.join(out_dir, "baseline-" + key)
-            rc, out = run(m, tree, logs)
-            passed, failed = results(out)
-            baselines[key] = {"passed": sorted(passed), "durations": durations(logs),
-                              "seconds": round(time.monotonic() - t0)}
-            save_state(state, thash, baselines, verdicts)
-            note = f", {len(failed)} failed there (they cannot kill)" if failed else ""
-            print(f"  baseline {', '.join(sorted(m['scenarios']))}: {len(passed)} tests "
-                  f"passed{note}", flush=True)
-            t0 = time.monotonic()
-        baseline = set(baselines[key]["passed"])
-        cap = mutant_cap(m, baselines[key])
+        with self.lock:
+            mine = key not in self.baselines and key not in self.pending
+            if mine:
+                self.pending[key] = threading.Event()
+            ev = self.pending.get(key)
+        if mine:
+            try:
+                t0 = time.monotonic()
+                copy_tree(tree)
+                logs = os.path.join(self.out_dir, "baseline-" + key)
+                _, out = run(m, tree, logs)
+                passed, failed = results(out)
+                with self.lock:
+                    self.baselines[key] = {"passed": sorted(passed),
+                                           "durations": durations(logs),
+                                           "seconds": round(time.monotonic() - t0)}
+                self.save()
+                note = f", {len(failed)} failed there (they cannot kill)" if failed else ""
+                self.say(f"  baseline {', '.join(sorted(m['scenarios']))}: {len(passed)} "
+                         f"tests passed{note}")
+            finally:
+                # A waiter finds no baseline if this failed, and fails too.
+                ev.set()
+        elif ev is not None:
+            ev.wait()
+        return self.baselines[key]
+
+    def mutant(self, i, m, tree):
+        self.say(f"[{i}/{self.total}] {m['name']}: {m['what']}")
+        base = self.baseline(m, tree)
+        t0 = time.monotonic()
+        baseline = set(base["passed"])
+        cap = mutant_cap(m, base)
         copy_tree(tree)
         err = apply(tree, m)
         if err:
@@ -250,14 +269,14 @@ def main():
         elif not baseline:
             kind, verdict = "error", "ERROR: nothing passed in the baseline (see its log)"
         else:
-            rc, out = run(m, tree, os.path.join(out_dir, m["name"]), cap)
+            rc, out = run(m, tree, os.path.join(self.out_dir, m["name"]), cap)
             fails = [line[6:] for line in out.splitlines() if line.startswith("FAIL  ")]
             first = killers(baseline, out)
             if any(f.startswith("build-") for f in fails):
                 kind, verdict = "error", "ERROR: the mutant does not build (see its log)"
             elif first:
                 # Again, to tell a kill from a flaky test.
-                rc2, out2 = run(m, tree, os.path.join(out_dir, m["name"] + "-again"), cap)
+                _, out2 = run(m, tree, os.path.join(self.out_dir, m["name"] + "-again"), cap)
                 both = {n: w for n, w in killers(baseline, out2).items() if n in first}
                 if both:
                     name = killer_name(both)
@@ -272,11 +291,61 @@ def main():
                 kind, verdict = "error", f"ERROR: test.sh exited {rc} without a FAIL line"
             else:
                 kind, verdict = "survived", "SURVIVED: no test of the baseline's passes failed"
-        verdicts[m["name"]] = {"kind": kind, "verdict": verdict, "scenarios": m["scenarios"],
-                               "seconds": round(time.monotonic() - t0)}
-        save_state(state, thash, baselines, verdicts)
-        print(line_of(m["name"], verdicts[m["name"]]), flush=True)
-    shutil.rmtree(tree, ignore_errors=True)
+        with self.lock:
+            self.verdicts[m["name"]] = {"kind": kind, "verdict": verdict,
+                                        "scenarios": m["scenarios"],
+                                        "seconds": round(time.monotonic() - t0)}
+        self.save()
+        self.say(line_of(m["name"], self.verdicts[m["name"]]))
+
+    def work(self, k, queue):
+        tree = os.path.join(CACHE, "mutants", f"tree-{k}")
+        while True:
+            with self.lock:
+                if not queue:
+                    break
+                i, m = queue.pop(0)
+            self.mutant(i, m, tree)
+        shutil.rmtree(tree, ignore_errors=True)
+
+
+def main():
+    with open(os.path.join(ROOT, "scripts", "mutants.toml"), "rb") as f:
+        mutants = tomllib.load(f)["mutant"]
+    names = [m["name"] for m in mutants]
+    if len(set(names)) != len(names):
+        sys.exit("mutants.toml: duplicate names")
+    if not re.fullmatch(r"[1-9][0-9]*", JOBS):
+        sys.exit(f"RNVME_MUTANTS_JOBS must be a positive number, not '{JOBS}'")
+    want = sys.argv[1:]
+    for w in want:
+        if w not in names:
+            sys.exit(f"no mutant named {w}: {' '.join(names)}")
+    todo = [m for m in mutants if not want or m["name"] in want]
+    out_dir = os.path.join(ROOT, "out", "mutants")
+    os.makedirs(out_dir, exist_ok=True)
+    state = os.path.join(ROOT, STATE)
+    thash = tree_hash()
+    # Saved baselines: {"scenario+scenario": {"passed": [...], "seconds": s}}; verdicts:
+    # {name: {"kind": killed|survived|flaky|error, "verdict": str, "scenarios": [...],
+    # "seconds": s}}.
+    baselines, verdicts = load_state(state, thash)
+    resumed = sum(1 for m in todo if m["name"] in verdicts)
+    if resumed:
+        print(f"resuming: {resumed} of {len(todo)} verdicts saved for this tree "
+              f"({state})", flush=True)
+    queue = [(i, m) for i, m in enumerate(todo, 1) if m["name"] not in verdicts]
+    r = Runner(state, thash, baselines, verdicts, out_dir, len(todo))
+    t0 = time.monotonic()
+    workers = [threading.Thread(target=r.work, args=(k, queue))
+               for k in range(min(int(JOBS), max(len(queue), 1)))]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    missing = [m["name"] for m in todo if m["name"] not in verdicts]
+    if missing:
+        sys.exit(f"no verdict for: {' '.join(missing)} (a worker failed; see above)")
     print()
     print("\n".join(line_of(m["name"], verdicts[m["name"]]) for m in todo))
     for what, kind in (("survivors", "survived"), ("flaky kills", "flaky"),
@@ -287,8 +356,9 @@ def main():
     keys = {"+".join(sorted(m["scenarios"])) for m in todo}
     total = (sum(verdicts[m["name"]]["seconds"] for m in todo)
              + sum(baselines[k]["seconds"] for k in keys if k in baselines))
-    print(f"{len(keys)} baselines, {total / 60:.0f} min in all"
-          + (f" (in parts: {resumed} verdicts from earlier runs)" if resumed else ""))
+    print(f"{len(keys)} baselines, {total / 60:.0f} min of runs"
+          + (f" (in parts: {resumed} verdicts from earlier runs)" if resumed else "")
+          + f"; this run took {(time.monotonic() - t0) / 60:.0f} min with {JOBS} at a time")
     killed = sum(1 for m in todo if verdicts[m["name"]]["kind"] == "killed")
     print(f"{len(todo)} mutants, {killed} killed")
     return 0 if killed == len(todo) else 1
