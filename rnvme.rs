@@ -113,13 +113,17 @@ macro_rules! rnvme_module {
     };
 }
 
-// The test build (`--cfg rnvme_test_hooks`, see `src/core/fault.rs`) has a parameter that fails
-// the probe at a given step; the production build has no such parameter.
+// The test build (`--cfg rnvme_test_hooks`, see `src/core/fault.rs`) has parameters that fail
+// the probe at a given step and slow every probe down; the production build has neither.
 #[cfg(rnvme_test_hooks)]
 rnvme_module! {
     probe_fault_step: u32 {
         default: 0,
         description: "Testing: fail the probe at this step (1-14) to exercise its unwinding (0: never, the default)",
+    },
+    probe_delay_ms: u32 {
+        default: 0,
+        description: "Testing: each probe sleeps this long once its controller is enabled (0-60000 ms), to show probes running side by side (0: never, the default)",
     },
 }
 #[cfg(not(rnvme_test_hooks))]
@@ -129,7 +133,7 @@ rnvme_module! {}
 #[pin_data]
 struct RnvmeModule {
     #[pin]
-    _driver: kernel::driver::Registration<kernel::pci::Adapter<driver::RnvmeDriver>>,
+    _driver: kernel::driver::Registration<kernel_ext::pci_driver::Adapter<driver::RnvmeDriver>>,
 }
 
 impl kernel::InPlaceModule for RnvmeModule {

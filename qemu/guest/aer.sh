@@ -28,9 +28,13 @@
 assign_drivers rnvme nvme rnvme
 insmod /lib/c/nvme-core.ko && insmod /lib/c/nvme.ko
 check insmod insmod /lib/rnvme.ko
-require_disk rnvme_disk /dev/rnvme0n1
+# rnvme's two controllers probe side by side: their instances are found from their PCI
+# functions (A below rp0, B below rp2).
+A=$(rnvme_of "$(bound_to rnvme | sed -n 1p)")
+B=$(rnvme_of "$(bound_to rnvme | sed -n 2p)")
+require_disk rnvme_disk "/dev/rnvme${A:-X}n1"
 require_disk c_driver_disk /dev/nvme0n1
-require_disk rnvme_disk_unrecoverable /dev/rnvme1n1
+require_disk rnvme_disk_unrecoverable "/dev/rnvme${B:-X}n1"
 
 # The probe says each controller's PCIe link, and names what limits it when it runs below
 # the device's capability (controller 2's port trains at its default speed, the others at
@@ -170,24 +174,24 @@ cor_case() {
 }
 
 check insmod_aer_inject insmod /lib/c/aer_inject.ko
-cor_case rnvme /dev/rnvme0n1 /dev/rnvme0
+cor_case rnvme /dev/rnvme${A}n1 /dev/rnvme${A}
 cor_case nvme /dev/nvme0n1 /dev/nvme0
-expect_eq rnvme_live_after_correctable_errors live "$(cat /sys/class/misc/rnvme0/state)"
+expect_eq rnvme_live_after_correctable_errors live "$(cat /sys/class/misc/rnvme${A}/state)"
 check rmmod_aer_inject rmmod aer_inject
 
 for drv in rnvme nvme; do
-	if [ $drv = rnvme ]; then set -- rp0 /dev/rnvme0n1 /dev/rnvme0; else
+	if [ $drv = rnvme ]; then set -- rp0 /dev/rnvme${A}n1 /dev/rnvme${A}; else
 		set -- rp1 /dev/nvme0n1 /dev/nvme0
 	fi
 	aer_case $drv "$1" "$2" "$3" nonfatal "" POISON_TLP 0
 	aer_case $drv "$1" "$2" "$3" fatal "" DLP 1
 done
-expect_eq rnvme_live_after_errors live "$(cat /sys/class/misc/rnvme0/state)"
+expect_eq rnvme_live_after_errors live "$(cat /sys/class/misc/rnvme${A}/state)"
 
 # --- secondary bus reset through sysfs --------------------------------------------------
 for drv in rnvme nvme; do
 	pci=$(bound_to "$drv" | head -1)
-	disk=/dev/rnvme0n1
+	disk=/dev/rnvme${A}n1
 	[ $drv = nvme ] && disk=/dev/nvme0n1
 	if echo bus >"/sys/bus/pci/devices/$pci/reset_method"; then
 		pass "${drv}_bus_reset_method"
@@ -204,9 +208,9 @@ for drv in rnvme nvme; do
 	trace_expect "${drv}_enabled_once_after_bus_reset" "${drv}_sbr_begin" "${drv}_sbr_end" eq 1 \
 		"pci_nvme_mmio_start_success"
 done
-expect_eq rnvme_live_at_end live "$(cat /sys/class/misc/rnvme0/state)"
-# Controller 0 (rnvme0), before give_up below leaves it dead for good.
-image_write host_image /dev/rnvme0n1 0 1
+expect_eq rnvme_live_at_end live "$(cat /sys/class/misc/rnvme${A}/state)"
+# Controller 0 (rnvme$A), before give_up below leaves it dead for good.
+image_write host_image /dev/rnvme${A}n1 0 1
 
 # --- where recovery fails --------------------------------------------------------------
 # give_up DRIVER PORT DISK STATE-FILE TEST-PREFIX [parked]: a fatal error under fio on DISK
@@ -329,14 +333,14 @@ give_up() {
 # (nvme_dev_disable started the freeze; nothing ends it after perm_failure), so its I/O
 # blocks forever in __bio_queue_enter (hung task reports after 61 s: measured once, with
 # nvme1n1 on port rp3).
-give_up rnvme rp2 /dev/rnvme1n1 /sys/class/misc/rnvme1/state rnvme_port_reset_fails parked
+give_up rnvme rp2 /dev/rnvme${B}n1 /sys/class/misc/rnvme${B}/state rnvme_port_reset_fails parked
 
 # The driver gives up: a controller that does not come back from the slot reset (debugfs
 # fail_restart: the restart fails as if the controller stayed down). rnvme only: nothing
 # makes the C driver's reset fail here; it gives up the same way (nvme_remove_dead_ctrl).
 grep -q ' /sys/kernel/debug ' /proc/mounts || mount -t debugfs none /sys/kernel/debug
-echo 1 >/sys/kernel/debug/rnvme0/fail_restart
-give_up rnvme rp0 /dev/rnvme0n1 /sys/class/misc/rnvme0/state rnvme_restart_fails
+echo 1 >/sys/kernel/debug/rnvme${A}/fail_restart
+give_up rnvme rp0 /dev/rnvme${A}n1 /sys/class/misc/rnvme${A}/state rnvme_restart_fails
 # The dead disks' held I/O has ended: nothing keeps their removal waiting.
 within rmmod 60 rmmod rnvme
 finish

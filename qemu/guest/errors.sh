@@ -6,10 +6,8 @@
 
 # A short I/O timeout: it bounds how long a request that cannot be DMA-mapped is retried.
 IO_TIMEOUT=8
+assign_drivers rnvme nvme
 check insmod insmod /lib/rnvme.ko io_timeout=$IO_TIMEOUT
-cdev=$(bound_to rnvme | tail -1)
-echo "$cdev" >/sys/bus/pci/drivers/rnvme/unbind
-echo nvme >"/sys/bus/pci/devices/$cdev/driver_override"
 insmod /lib/c/nvme-core.ko && insmod /lib/c/nvme.ko
 require_disk c_driver_ready /dev/nvme0n1
 require_disk rnvme_ready /dev/rnvme0n1

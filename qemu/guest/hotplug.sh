@@ -5,17 +5,33 @@
 . /guest/lib.sh
 
 check insmod insmod /lib/rnvme.ko
-require_disk disk_present /dev/rnvme1n1
-pci=$(readlink -f /sys/block/rnvme1n1/device/.. 2>/dev/null || true)
+# Both probed side by side: the instances are those of each PCI function (nvme1 is the
+# second in PCI order), not their order.
+O=$(rnvme_of "$(nvme_pci_devices | sort | sed -n 1p)")
+V=$(rnvme_of "$(nvme_pci_devices | sort | sed -n 2p)")
+require_disk disk_present "/dev/rnvme${V:-X}n1"
+# The controller added back: the one bound to rnvme that is not rnvme$O.
+readded() {
+	local p i
+	for p in $(bound_to rnvme); do
+		i=$(rnvme_of "$p")
+		[ -n "$i" ] && [ "$i" != "$O" ] && echo "$i"
+	done
+}
+readded_live() {
+	local i
+	i=$(readded)
+	[ -n "$i" ] && disk_live "/dev/rnvme${i}n1"
+}
 # rmmod while a disk is open is refused (the open disk holds the module), and harmless: the
 # disk is held open, and rmmod is tried once fio's reads are reaching it (fio starts slowly
 # on the debug kernel).
-exec 3</dev/rnvme0n1
-r0=$(awk '{print $1}' /sys/block/rnvme0n1/stat)
-fio --name=hold --filename=/dev/rnvme0n1 --rw=randread --bs=4k --direct=1 --ioengine=io_uring \
+exec 3</dev/rnvme${O}n1
+r0=$(awk '{print $1}' /sys/block/rnvme${O}n1/stat)
+fio --name=hold --filename=/dev/rnvme${O}n1 --rw=randread --bs=4k --direct=1 --ioengine=io_uring \
 	--iodepth=8 --time_based --runtime=4 --output=/tmp/hold.log &
 hold=$!
-wait_for 30 sh -c "[ \$(awk '{print \$1}' /sys/block/rnvme0n1/stat) -gt $((r0 + 100)) ]"
+wait_for 30 sh -c "[ \$(awk '{print \$1}' /sys/block/rnvme${O}n1/stat) -gt $((r0 + 100)) ]"
 if rmmod rnvme 2>/dev/null; then
 	fail rmmod_refused_while_in_use "rmmod succeeded with I/O running"
 else
@@ -25,14 +41,14 @@ wait $hold
 exec 3<&-
 expect_eq io_unharmed_by_refused_rmmod 0 "$(grep -cE 'err=[ ]*[1-9]' /tmp/hold.log)"
 
-fio --name=victim --filename=/dev/rnvme1n1 --rw=randrw --bs=4k --direct=1 --ioengine=io_uring \
+fio --name=victim --filename=/dev/rnvme${V}n1 --rw=randrw --bs=4k --direct=1 --ioengine=io_uring \
 	--iodepth=32 --time_based --runtime=120 --output=/tmp/victim.log &
 fio_pid=$!
 sleep 2
 mark "RNVME-HOTPLUG-READY"
 # The host now removes nvme1 (QMP device_del).
-if wait_for 60 sh -c '! test -b /dev/rnvme1n1'; then pass disk_removed_with_controller; else
-	fail disk_removed_with_controller "/dev/rnvme1n1 still there after 60 s"
+if wait_for 60 sh -c "! test -b /dev/rnvme${V}n1"; then pass disk_removed_with_controller; else
+	fail disk_removed_with_controller "/dev/rnvme${V}n1 still there after 60 s"
 fi
 start=$(date +%s)
 wait $fio_pid
@@ -44,12 +60,12 @@ echo "fio on the removed disk exited $rc after $took s"
 [ $took -le 10 ] && pass outstanding_io_ends_within_seconds ||
 	fail outstanding_io_ends_within_seconds "fio took $took s to end"
 expect_eq other_controller_still_bound 1 "$(bound_to rnvme | count)"
-check other_disk_still_works dd if=/dev/rnvme0n1 of=/dev/null bs=64k count=16 iflag=direct
+check other_disk_still_works dd if=/dev/rnvme${O}n1 of=/dev/null bs=64k count=16 iflag=direct
 mark "RNVME-HOTPLUG-REMOVED"
 # The host adds the controller back (QMP device_add).
-if wait_for 60 disk_live /dev/rnvme1n1; then pass readded_controller_probed; else
-	fail readded_controller_probed "no /dev/rnvme1n1 60 s after device_add"
+if wait_for 60 readded_live; then pass readded_controller_probed; else
+	fail readded_controller_probed "no live disk of a second controller 60 s after device_add"
 fi
-check readded_disk_works dd if=/dev/rnvme1n1 of=/dev/null bs=64k count=16 iflag=direct
+check readded_disk_works dd if="/dev/rnvme$(readded)n1" of=/dev/null bs=64k count=16 iflag=direct
 check rmmod rmmod rnvme
 finish

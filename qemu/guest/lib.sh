@@ -78,12 +78,45 @@ assign_drivers() {
 	done
 }
 
+# insmod_in_order ARG...: loads rnvme (module arguments ARG) binding the controllers whose
+# driver_override is rnvme one at a time, in PCI order: the first at insmod, the others
+# through sysfs (a bind probes at once). Their instances then follow PCI order, which a
+# scenario that names controllers by their QEMU position (the one it removes or resets)
+# needs; insmod alone probes them side by side, numbered as their probes start.
+insmod_in_order() {
+	local p first="" rest=""
+	for p in $(nvme_pci_devices | sort); do
+		[ "$(cat "/sys/bus/pci/devices/$p/driver_override")" = rnvme ] || continue
+		if [ -z "$first" ]; then
+			first=$p
+		else
+			echo rnvme-later >"/sys/bus/pci/devices/$p/driver_override"
+			rest="$rest $p"
+		fi
+	done
+	insmod /lib/rnvme.ko "$@" || return
+	for p in $rest; do
+		echo rnvme >"/sys/bus/pci/devices/$p/driver_override"
+		echo "$p" >/sys/bus/pci/drivers/rnvme/bind || return
+	done
+}
+
 # PCI addresses bound to a driver.
 bound_to() {
 	ls /sys/bus/pci/drivers/"$1" 2>/dev/null | grep -E '^[0-9a-f]{4}:' || true
 }
 
 count() { grep -c . || true; }
+
+# rnvme_of PCI: the instance N of the rnvme controller bound to PCI function PCI (its
+# /dev/rnvme<N>), nothing if none. Several controllers bound at once probe side by side,
+# so instances follow the order their probes started in, not PCI order.
+rnvme_of() {
+	local c
+	for c in /sys/bus/pci/devices/"$1"/misc/rnvme[0-9]*; do
+		[ -e "$c" ] && echo "${c##*/rnvme}"
+	done
+}
 
 # pci_command PCI [VALUE]: prints the 16-bit PCI command register of device PCI (decimal),
 # or writes VALUE to it.
@@ -176,14 +209,16 @@ within() {
 }
 
 # kmemleak_plant: on the debug kernel, leaks one allocation on purpose (the test build's
-# debugfs `kmemleak_control`; rnvme0 must be bound), which kmemleak_check must then report:
-# the positive control of its silence. Nothing on the base kernel (no kmemleak).
+# debugfs `kmemleak_control` of a bound controller, whichever), which kmemleak_check must
+# then report: the positive control of its silence. Nothing on the base kernel (no kmemleak).
 kmemleak_plant() {
+	local f
 	[ "${RNVME_FLAVOUR:-}" = debug ] || return 0
-	if echo 64 >/sys/kernel/debug/rnvme0/kmemleak_control; then
+	f=$(ls -d /sys/kernel/debug/rnvme[0-9]*/kmemleak_control 2>/dev/null | head -1)
+	if [ -n "$f" ] && echo 64 >"$f"; then
 		KMEMLEAK_PLANTED=1
 	else
-		fail kmemleak_sees_planted_leak "cannot write /sys/kernel/debug/rnvme0/kmemleak_control"
+		fail kmemleak_sees_planted_leak "no bound controller's kmemleak_control to write (${f:-none})"
 	fi
 }
 

@@ -14,10 +14,17 @@ NS=${NS:-25}
 
 assign_drivers rnvme rnvme nvme
 insmod /lib/c/nvme-core.ko && insmod /lib/c/nvme.ko
+# Both controllers probe side by side, each joining the subsystem and scanning its
+# namespaces: one head per namespace, whichever probe made it, with a path of each
+# controller; the subsystem is numbered after the first controller to join it.
 check insmod insmod /lib/rnvme.ko
-require_disk rnvme_last_head /dev/rnvme0n$NS 120
+check rnvme_heads_live wait_for 120 sh -c "[ \$(ls /sys/block | grep -cE '^rnvme[0-9]+n[0-9]+\$') = $NS ]"
 check c_heads wait_for 120 sh -c "[ \$(ls /sys/block | grep -cE '^nvme[0-9]+n[0-9]+\$') = $NS ]"
+S=$(ls /sys/block | grep -E '^rnvme[0-9]+n1$' | sed 's/^rnvme//; s/n1$//')
+require_disk rnvme_last_head "/dev/rnvme${S:-X}n$NS" 120
 expect_eq rnvme_heads "$NS" "$(ls /sys/block | grep -cE '^rnvme[0-9]+n[0-9]+$')"
+expect_eq rnvme_paths_of_both_controllers "$((2 * NS))" \
+	"$(ls /sys/block | grep -cE "^rnvme${S:-X}c[01]n[0-9]+\$")"
 lockdep_off() { dmesg | grep -c 'MAX_LOCK_DEPTH too low'; }
 check format_many_namespaces nvme format /dev/rnvme0 -n 1 -l 0 -f
 expect_eq format_within_lock_depth 0 "$(lockdep_off)"

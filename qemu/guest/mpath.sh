@@ -16,7 +16,9 @@
 
 assign_drivers rnvme rnvme nvme
 insmod /lib/c/nvme-core.ko && insmod /lib/c/nvme.ko
-check insmod insmod /lib/rnvme.ko
+# rnvme's controllers bound in PCI order: the names below (subsystem 0, paths c0 and c1,
+# QEMU's nvme1 as rnvme1) follow it. manyns-* loads them side by side.
+check insmod insmod_in_order
 require_disk head_disk /dev/rnvme0n1
 require_disk private_namespace_head /dev/rnvme0n2
 # C numbers a subsystem after its first controller to probe, and its heads in the order it
@@ -346,7 +348,7 @@ verify verify_numa /dev/rnvme0n1 3
 verify verify_private_ns /dev/rnvme0n2 2
 path_faults numa_ numa
 check rmmod_numa rmmod rnvme
-check insmod_round_robin insmod /lib/rnvme.ko iopolicy=round-robin
+check insmod_round_robin insmod_in_order iopolicy=round-robin
 require_disk head_disk_round_robin /dev/rnvme0n1
 p0=$(reads rnvme0c0n1) p1=$(reads rnvme0c1n1)
 dd if=/dev/rnvme0n1 of=/dev/null bs=4k count=2000 iflag=direct 2>/dev/null
@@ -371,7 +373,7 @@ check rmmod_round_robin rmmod rnvme
 
 # --- multipath=0: a disk per controller, as before -----------------------------------------
 assign_drivers rnvme rnvme nvme
-check insmod_no_multipath insmod /lib/rnvme.ko multipath=0
+check insmod_no_multipath insmod_in_order multipath=0
 wait_for 30 disk_live /dev/rnvme1n1
 expect_eq no_multipath_disks "rnvme0n1 rnvme0n2 rnvme1n1 " \
 	"$(ls /sys/block | grep '^rnvme' | sort | tr '\n' ' ')"

@@ -5,8 +5,9 @@
 # first and last I/O queue created, tag set created, queues done, disks added). After
 # each, nothing may be left: no binding, IRQ, BAR or disk; kmemleak (in finish, on the
 # debug kernel) checks memory. At step 14 a disk's device_add_disk fails: that namespace
-# alone is skipped, the controller stays bound without a disk. Then a normal load binds
-# everything and serves I/O.
+# alone is skipped, the controller stays bound without a disk. The controllers probe side
+# by side (probe_delay_ms slows each down). Then a normal load binds everything and serves
+# I/O.
 . /guest/lib.sh
 CTRLS=${CTRLS:-2}
 STEPS=14
@@ -51,6 +52,31 @@ if insmod /lib/rnvme.ko probe_fault_step=$((STEPS + 1)) 2>/dev/null; then
 	rmmod rnvme
 else
 	pass probe_fault_step_validated
+fi
+if insmod /lib/rnvme.ko probe_delay_ms=60001 2>/dev/null; then
+	fail probe_delay_ms_validated "60001 ms accepted"
+	rmmod rnvme
+elif dmesg | grep -q 'probe_delay_ms=60001 is out of range'; then
+	pass probe_delay_ms_validated
+else
+	fail probe_delay_ms_validated "refused without naming probe_delay_ms"
+fi
+# Probes run side by side: with probe_delay_ms=D each probe sleeps D once its controller is
+# enabled, so loading takes about D for every controller at once, where one probe after
+# another would take CTRLS * D. At least D: the delay happened (the control).
+D=6000
+t0=$(uptime_cs)
+if insmod /lib/rnvme.ko probe_delay_ms=$D; then
+	took=$((($(uptime_cs) - t0) * 10))
+	n=$(bound_to rnvme | count)
+	if [ "$n" = "$CTRLS" ] && [ $took -ge $D ] && [ $took -lt $((CTRLS * D)) ]; then
+		pass probes_run_side_by_side
+	else
+		fail probes_run_side_by_side "insmod took $took ms for $n of $CTRLS controllers, each probe sleeping $D ms (one after another: at least $((CTRLS * D)) ms)"
+	fi
+	rmmod rnvme
+else
+	fail probes_run_side_by_side "insmod probe_delay_ms=$D failed"
 fi
 check insmod_after_faults insmod /lib/rnvme.ko
 expect_eq all_bound_after_faults "$CTRLS" "$(bound_to rnvme | count)"

@@ -48,9 +48,11 @@ if [ $ok = 1 ]; then
 	mark "RNVME-VERIFIED $((CYCLES * CTRLS / 4))MiB"
 fi
 # Loaded once more after the cycles (whatever became of them): 1 MiB at 10 MiB of the first
-# controller's disk, past what the cycles write (their first 4.25 MiB).
+# controller's disk, past what the cycles write (their first 4.25 MiB). Its instance is
+# whichever its probe took.
 insmod /lib/rnvme.ko 2>/dev/null
-wait_for 10 disk_live /dev/rnvme0n1
-image_write host_image /dev/rnvme0n1 0 1
+first=/dev/rnvme$(rnvme_of "$(nvme_pci_devices | sort | sed -n 1p)")n1
+wait_for 10 disk_live "$first"
+image_write host_image "$first" 0 1
 rmmod rnvme
 finish

@@ -6,7 +6,7 @@
 
 use kernel::{
     prelude::*,
-    sync::atomic::{Atomic, Full, Relaxed},
+    sync::atomic::{Acquire, Atomic, Full, Relaxed},
 };
 
 /// Controller numbers in use (`/dev/rnvme<N>`, `rnvme<N>` in logs), one bit each.
@@ -38,7 +38,9 @@ pub(crate) struct Instance(u32);
 impl Instance {
     pub(crate) fn alloc() -> Result<Self> {
         loop {
-            let cur = INSTANCES.load(Relaxed);
+            // Acquire: the reservations read next are at least as new as the numbers in
+            // use (a controller reserves its number for its subsystem before freeing it).
+            let cur = INSTANCES.load(Acquire);
             let free = (!(cur | SUBSYS_INSTANCES.load(Relaxed))).trailing_zeros();
             if free >= 64 {
                 return Err(ENOSPC);

@@ -143,16 +143,29 @@ pub(crate) fn sgl_threshold() -> u32 {
 #[cfg(rnvme_test_hooks)]
 pub(crate) const PROBE_FAULT_STEPS: u32 = 14;
 
+/// Longest `probe_delay_ms`.
+#[cfg(rnvme_test_hooks)]
+const PROBE_DELAY_MAX_MS: u32 = 60_000;
+
 /// The test build's parameters are in range.
 #[cfg(rnvme_test_hooks)]
 fn hook_params_ok() -> bool {
-    check(
+    // Both checked: each names its own bad value.
+    let step = check(
         "probe_fault_step",
         p::probe_fault_step.value(),
         0,
         PROBE_FAULT_STEPS,
         "",
-    )
+    );
+    let delay = check(
+        "probe_delay_ms",
+        p::probe_delay_ms.value(),
+        0,
+        PROBE_DELAY_MAX_MS,
+        " ms",
+    );
+    step && delay
 }
 
 #[cfg(not(rnvme_test_hooks))]
@@ -177,6 +190,21 @@ pub(crate) fn inject(dev: &kernel::device::Device, step: u32) -> Result {
 pub(crate) fn inject(_dev: &kernel::device::Device, _step: u32) -> Result {
     Ok(())
 }
+
+/// For tests: sleeps `probe_delay_ms`, so that probes running one after another take the
+/// sum of their delays and probes running side by side about one. Nothing in the
+/// production build.
+#[cfg(rnvme_test_hooks)]
+pub(crate) fn probe_delay() {
+    let ms = p::probe_delay_ms.value();
+    if ms > 0 {
+        kernel::time::delay::fsleep(kernel::time::Delta::from_millis(i64::from(ms)));
+    }
+}
+
+#[cfg(not(rnvme_test_hooks))]
+#[inline(always)]
+pub(crate) fn probe_delay() {}
 
 /// Most I/O queues, 0 for one per CPU.
 pub(crate) fn io_queues() -> u32 {

@@ -103,7 +103,10 @@ impl<'b> Controller<'b> {
             // Steps 3 (vector allocated) and 4 (handler registered).
             admin_irq: Self::admin_irq(hw)?,
             enabled: Enabled::new(hw)?,
-            _: { params::inject(bdev.as_ref(), 5)? },
+            _: {
+                params::inject(bdev.as_ref(), 5)?;
+                params::probe_delay();
+            },
             // Steps 6 to 11; the queues take the admin queue's vector over.
             shared <- Shared::new(hw, faults, link, admin_irq.take()),
             _: { params::inject(bdev.as_ref(), 12)? },

@@ -33,7 +33,6 @@ impl pci::Driver for RnvmeDriver {
         pdev: &'bound pci::Device<Core<'_>>,
         _info: Option<&'bound Self::IdInfo>,
     ) -> impl PinInit<Self::Data<'bound>, Error> + 'bound {
-        crate::kernel_ext::pci_driver::attach::<Self>(pdev);
         Controller::new(pdev)
     }
 
@@ -43,7 +42,9 @@ impl pci::Driver for RnvmeDriver {
 }
 
 impl DriverExt for RnvmeDriver {
-    type Data<'bound> = Controller<'bound>;
+    // As C: controllers come up side by side (one that is slow to become ready, or to
+    // answer, holds up no other), and their namespaces are scanned by each probe.
+    const PROBE_ASYNC: bool = true;
 
     fn shutdown(ctrl: Pin<&Controller<'_>>) {
         ctrl.shutdown();

@@ -1,15 +1,22 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! PCI driver callbacks the 7.3 `pci::Driver` trait lacks: `shutdown` (power-off, reboot,
-//! kexec), system sleep (`struct dev_pm_ops`: suspend and resume, hibernation's freeze,
-//! thaw, poweroff and restore) and `struct pci_error_handlers` (PCI error recovery, and the
-//! function reset hooks `reset_prepare`/`reset_done`: FLR or bus reset through sysfs, VFIO,
-//! a hypervisor). Upstream candidate: these as `pci::Driver` methods, set by
-//! `pci::Adapter` like `probe` and `remove`.
+//! What the 7.3 `pci::Adapter` does not set in the `struct pci_driver` it registers:
+//! `shutdown` (power-off, reboot, kexec), system sleep (`struct dev_pm_ops`: suspend and
+//! resume, hibernation's freeze, thaw, poweroff and restore), `struct pci_error_handlers`
+//! (PCI error recovery, and the function reset hooks `reset_prepare`/`reset_done`: FLR or
+//! bus reset through sysfs, VFIO, a hypervisor) and the probe type. [`Adapter`] sets them,
+//! then registers as `pci::Adapter`. Upstream candidate: these as `pci::Driver` methods and
+//! a `PROBE_TYPE` constant, set by `pci::Adapter` like `probe` and `remove`.
 
-use super::pci_dev_raw;
 use core::{marker::PhantomData, pin::Pin};
-use kernel::{bindings, device::Core, ffi::c_int, pci, prelude::*, types::ForeignOwnable};
+use kernel::{
+    bindings, driver,
+    ffi::c_int,
+    pci,
+    prelude::*,
+    types::{ForeignOwnable, Opaque},
+    ThisModule,
+};
 
 /// The state of the PCI channel after an error (`pci_channel_state_t`). Upstream candidate.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -49,9 +56,11 @@ impl ErsResult {
 /// What a PCI driver does when the system goes down or sleeps, its function is reset, or its
 /// link reports an error. The PCI core calls each with the device lock held, so never
 /// concurrently with each other, probe or remove. Upstream candidate.
-pub(crate) trait DriverExt {
-    /// The driver's device data, as [`pci::Driver::Data`].
-    type Data<'bound>;
+pub(crate) trait DriverExt: pci::Driver {
+    /// Whether the driver core may probe the driver's devices asynchronously, each in a
+    /// worker of its own (`PROBE_PREFER_ASYNCHRONOUS`): they run side by side, and loading
+    /// the module waits for them all (unless it is loaded with `async_probe`).
+    const PROBE_ASYNC: bool = false;
 
     /// The system goes down (power-off, reboot, kexec): quiesce the device. The driver
     /// stays bound and its data alive; nothing is unbound or freed after this.
@@ -85,32 +94,54 @@ pub(crate) trait DriverExt {
     fn error_resume(data: Pin<&Self::Data<'_>>);
 }
 
-/// Makes `T`'s callbacks those of the driver `pdev` is being probed by. Upstream candidate.
-///
-/// The 7.3 `driver::Registration` registers the `struct pci_driver` before anyone but
-/// `pci::Adapter` can set its fields, so this is done from probe: every probe stores the
-/// same pointers, which the PCI and PM cores read only for a bound device (at shutdown,
-/// system sleep, around a function reset, on a PCI error).
-pub(crate) fn attach<T: DriverExt>(pdev: &pci::Device<Core<'_>>) {
-    let raw = pci_dev_raw(pdev);
-    let handlers: &'static bindings::pci_error_handlers = &ErrorHandlers::<T>::TABLE;
-    let pm: &'static bindings::dev_pm_ops = &PmOps::<T>::TABLE;
-    // SAFETY: `pdev` is being probed: `dev.driver` is this module's registered driver, the
-    // `driver` member of a `struct pci_driver` (`to_pci_driver`) alive until module unload.
-    let pdrv = unsafe {
-        (*raw)
-            .dev
-            .driver
-            .cast::<u8>()
-            .sub(core::mem::offset_of!(bindings::pci_driver, driver))
-            .cast::<bindings::pci_driver>()
-    };
-    // SAFETY: `pdrv` is live (above); C drivers set these members the same way, and every
-    // probe stores the same pointers. `handlers` and `pm` are static.
-    unsafe {
-        (*pdrv).shutdown = Some(shutdown_callback::<T>);
-        (*pdrv).err_handler = handlers;
-        (*pdrv).driver.pm = pm;
+/// The registration of a PCI driver `T` with its [`DriverExt`] callbacks and probe type:
+/// `driver::Registration<Adapter<T>>` in place of `driver::Registration<pci::Adapter<T>>`.
+/// Upstream candidate (as part of `pci::Adapter`).
+pub(crate) struct Adapter<T>(PhantomData<T>);
+
+// SAFETY: The layout `pci::Adapter<T>` declares, whose registration this is: a `repr(C)`
+// `struct pci_driver`, `T::Data` as the device private data (`pci::Adapter`'s probe stores
+// it), the `struct device_driver` embedded at `driver`.
+unsafe impl<T: DriverExt> driver::DriverLayout for Adapter<T> {
+    type DriverType = bindings::pci_driver;
+    type DriverData<'bound> = T::Data<'bound>;
+    const DEVICE_DRIVER_OFFSET: usize = core::mem::offset_of!(bindings::pci_driver, driver);
+}
+
+// SAFETY: `unregister` is `pci::Adapter`'s, valid after its `register` succeeded, which is
+// the only way `register` below succeeds.
+unsafe impl<T: DriverExt + 'static> driver::RegistrationOps for Adapter<T> {
+    unsafe fn register(
+        pdrv: &Opaque<bindings::pci_driver>,
+        name: &'static CStr,
+        module: &'static ThisModule,
+    ) -> Result {
+        let handlers: &'static bindings::pci_error_handlers = &ErrorHandlers::<T>::TABLE;
+        let pm: &'static bindings::dev_pm_ops = &PmOps::<T>::TABLE;
+        let raw = pdrv.get();
+        // SAFETY: `pdrv` is valid (the caller's requirements) and not registered yet:
+        // `driver::Registration::new` calls this once, on the `struct pci_driver` it has just
+        // initialised. Its fields may be set, as `pci::Adapter::register` sets its own below.
+        // `handlers` and `pm` are static.
+        unsafe {
+            (*raw).shutdown = Some(shutdown_callback::<T>);
+            (*raw).err_handler = handlers;
+            (*raw).driver.pm = pm;
+            if T::PROBE_ASYNC {
+                (*raw).driver.probe_type = bindings::probe_type_PROBE_PREFER_ASYNCHRONOUS;
+            }
+        }
+        // SAFETY: The caller's requirements are `pci::Adapter`'s: `pdrv` stays pinned and
+        // valid until `unregister`. Neither `pci::Adapter::register` (name, probe, remove,
+        // ID table) nor `__pci_register_driver` (the embedded driver's name, bus, owner,
+        // module name, groups; the dynamic IDs) writes the members set above.
+        unsafe { <pci::Adapter<T> as driver::RegistrationOps>::register(pdrv, name, module) }
+    }
+
+    unsafe fn unregister(pdrv: &Opaque<bindings::pci_driver>) {
+        // SAFETY: `register` succeeded, so `pci::Adapter::register` did (the caller's
+        // requirements).
+        unsafe { <pci::Adapter<T> as driver::RegistrationOps>::unregister(pdrv) }
     }
 }
 
@@ -162,8 +193,9 @@ unsafe fn with_data<T: DriverExt, R>(
         return unbound;
     }
     // SAFETY: A bound device's drvdata is the `Pin<KBox<T::Data>>` that `pci::Adapter`'s
-    // probe stored (`Device::set_drvdata`, by `into_foreign`); `remove`, which takes it
-    // back, cannot run concurrently (the device lock), so the borrow stays valid.
+    // probe stored (`Device::set_drvdata`, by `into_foreign`); the unbind that takes it
+    // back (`post_unbind_rust`, after `remove`) holds the device lock too, so it cannot run
+    // concurrently and the borrow stays valid.
     let data = unsafe { <Pin<KBox<T::Data<'_>>> as ForeignOwnable>::borrow(data.cast()) };
     f(data)
 }

@@ -249,6 +249,12 @@ impl HeadLink {
                 .iter_mut()
                 .find(|s| s.instance == head.subsys)
                 .ok_or(ENODEV)?;
+            // Another controller's scan made a new head for the namespace meanwhile (its
+            // probe runs beside this one): two heads would share a disk name. This path
+            // waits for the next scan, which links it to that head.
+            if s.heads.iter().any(|h| h.nsid == head.nsid) {
+                return Err(EAGAIN);
+            }
             s.heads.push(head.clone(), GFP_KERNEL)?;
             head.removed.store(false, Relaxed);
         }
