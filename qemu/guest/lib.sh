@@ -78,26 +78,33 @@ assign_drivers() {
 	done
 }
 
-# insmod_in_order ARG...: loads rnvme (module arguments ARG) binding the controllers whose
-# driver_override is rnvme one at a time, in PCI order: the first at insmod, the others
-# through sysfs (a bind probes at once). Their instances then follow PCI order, which a
-# scenario that names controllers by their QEMU position (the one it removes or resets)
-# needs; insmod alone probes them side by side, numbered as their probes start.
+# insmod_in_order ARG...: loads rnvme (module arguments ARG) binding the controllers it
+# would take (unbound, driver_override rnvme or none) one at a time, in PCI order: the first
+# at insmod, the others through sysfs (a bind probes at once). Their instances then follow
+# PCI order, which a scenario that names controllers by their QEMU position (the one it
+# removes or resets) needs; insmod alone probes them side by side, numbered as their probes
+# start.
 insmod_in_order() {
-	local p first="" rest=""
+	local p ov first="" rest=""
 	for p in $(nvme_pci_devices | sort); do
-		[ "$(cat "/sys/bus/pci/devices/$p/driver_override")" = rnvme ] || continue
+		[ -e "/sys/bus/pci/devices/$p/driver" ] && continue
+		ov=$(cat "/sys/bus/pci/devices/$p/driver_override")
+		case "$ov" in rnvme | "" | "(null)") ;; *) continue ;; esac
 		if [ -z "$first" ]; then
 			first=$p
 		else
 			echo rnvme-later >"/sys/bus/pci/devices/$p/driver_override"
-			rest="$rest $p"
+			rest="$rest $p:$ov"
 		fi
 	done
 	insmod /lib/rnvme.ko "$@" || return
 	for p in $rest; do
-		echo rnvme >"/sys/bus/pci/devices/$p/driver_override"
-		echo "$p" >/sys/bus/pci/drivers/rnvme/bind || return
+		if [ "${p#*:*:*:}" = rnvme ]; then
+			echo rnvme >"/sys/bus/pci/devices/${p%:*}/driver_override"
+		else
+			echo >"/sys/bus/pci/devices/${p%:*}/driver_override"
+		fi
+		echo "${p%:*}" >/sys/bus/pci/drivers/rnvme/bind || return
 	done
 }
 
