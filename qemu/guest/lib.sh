@@ -215,15 +215,18 @@ within() {
 	else fail "$name" "'$*' exited $rc: $(tail -3 /tmp/bounded.out | tr '\n' ' ')"; fi
 }
 
-# kmemleak_plant: on the debug kernel, leaks one allocation on purpose (the test build's
+# kmemleak_plant: on the debug kernel, leaks allocations on purpose (the test build's
 # debugfs `kmemleak_control` of a bound controller, whichever), which kmemleak_check must
-# then report: the positive control of its silence. Nothing on the base kernel (no kmemleak).
+# then report: the positive control of its silence. The pointer a write last held can stay
+# behind in memory kmemleak scans (the writer's kernel stack, a stack cached for reuse),
+# which then counts as a reference: two leaks, each written by a process of its own that
+# exits, and at least one must be reported. Nothing on the base kernel (no kmemleak).
 kmemleak_plant() {
 	local f
 	[ "${RNVME_FLAVOUR:-}" = debug ] || return 0
 	f=$(ls -d /sys/kernel/debug/rnvme[0-9]*/kmemleak_control 2>/dev/null | head -1)
-	if [ -n "$f" ] && echo 64 >"$f"; then
-		KMEMLEAK_PLANTED=1
+	if [ -n "$f" ] && sh -c "echo 64 >$f" && sh -c "echo 64 >$f"; then
+		KMEMLEAK_PLANTED=2
 	else
 		fail kmemleak_sees_planted_leak "no bound controller's kmemleak_control to write (${f:-none})"
 	fi
@@ -251,7 +254,13 @@ kmemleak_check() {
 	echo scan >$f
 	n=$(grep -c "unreferenced object" $f || true)
 	planted=$(grep -c "rnvme-leak-contr" $f || true)
-	[ -z "${KMEMLEAK_PLANTED:-}" ] || expect_eq kmemleak_sees_planted_leak 1 "$planted"
+	if [ -n "${KMEMLEAK_PLANTED:-}" ]; then
+		if [ "$planted" -ge 1 ] && [ "$planted" -le "$KMEMLEAK_PLANTED" ]; then
+			pass kmemleak_sees_planted_leak
+		else
+			fail kmemleak_sees_planted_leak "$planted of the $KMEMLEAK_PLANTED planted leaks reported"
+		fi
+	fi
 	n=$((n - planted))
 	if [ "$n" = 0 ]; then pass kmemleak_clean; else
 		fail kmemleak_clean "$n unreferenced objects"
