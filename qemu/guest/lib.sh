@@ -255,6 +255,7 @@ kmemleak_check() {
 	n=$(grep -c "unreferenced object" $f || true)
 	planted=$(grep -c "rnvme-leak-contr" $f || true)
 	if [ -n "${KMEMLEAK_PLANTED:-}" ]; then
+		echo "kmemleak: $planted of $KMEMLEAK_PLANTED planted leaks reported"
 		if [ "$planted" -ge 1 ] && [ "$planted" -le "$KMEMLEAK_PLANTED" ]; then
 			pass kmemleak_sees_planted_leak
 		else
