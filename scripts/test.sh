@@ -544,10 +544,10 @@ for flavour in $FLAVOURS; do
 		else
 			ok "build-$flavour: production rnvme.ko, no warnings"
 			prod=$RNVME_ROOT/out/$flavour/rnvme.ko test_ko=$RNVME_ROOT/out/$flavour-test/rnvme.ko
-			hooks_in() { echo "$(/sbin/modinfo -F parm "$1" | grep -c '^probe_fault_step:')" \
+			hooks_in() { echo "$(/sbin/modinfo -F parm "$1" | grep -c -e '^probe_fault_step:' -e '^probe_delay_ms:')" \
 				"$(grep -c -a -e fail_dma_map -e admin_timeout_delay_ms "$1")"; }
 			expect_hooks=$(hooks_in "$test_ko") got_hooks=$(hooks_in "$prod")
-			if [ "${expect_hooks%% *}" != 1 ] || [ "${expect_hooks##* }" = 0 ]; then
+			if [ "${expect_hooks%% *}" != 2 ] || [ "${expect_hooks##* }" = 0 ]; then
 				bad "build-$flavour: production build without test hooks" \
 					"the test build shows none to compare with: $expect_hooks"
 			elif [ "$got_hooks" = "0 0" ]; then

@@ -9,7 +9,8 @@ check insmod insmod /lib/rnvme.ko
 # second in PCI order), not their order.
 O=$(rnvme_of "$(nvme_pci_devices | sort | sed -n 1p)")
 V=$(rnvme_of "$(nvme_pci_devices | sort | sed -n 2p)")
-require_disk disk_present "/dev/rnvme${V:-X}n1"
+[ -n "$O" ] && [ -n "$V" ] || abort disk_present "no rnvme controller on each PCI function (instances '$O' '$V')"
+require_disk disk_present "/dev/rnvme${V}n1"
 # The controller added back: the one bound to rnvme that is not rnvme$O.
 readded() {
 	local p i
@@ -32,10 +33,12 @@ fio --name=hold --filename=/dev/rnvme${O}n1 --rw=randread --bs=4k --direct=1 --i
 	--iodepth=8 --time_based --runtime=4 --output=/tmp/hold.log &
 hold=$!
 wait_for 30 sh -c "[ \$(awk '{print \$1}' /sys/block/rnvme${O}n1/stat) -gt $((r0 + 100)) ]"
-if rmmod rnvme 2>/dev/null; then
+if out=$(rmmod rnvme 2>&1); then
 	fail rmmod_refused_while_in_use "rmmod succeeded with I/O running"
-else
+elif echo "$out" | grep -q 'in use' && lsmod | grep -q '^rnvme '; then
 	pass rmmod_refused_while_in_use
+else
+	fail rmmod_refused_while_in_use "refused for another reason, or unloaded: $out"
 fi
 wait $hold
 exec 3<&-

@@ -51,8 +51,11 @@ fi
 # controller's disk, past what the cycles write (their first 4.25 MiB). Its instance is
 # whichever its probe took.
 insmod /lib/rnvme.ko 2>/dev/null
-first=/dev/rnvme$(rnvme_of "$(nvme_pci_devices | sort | sed -n 1p)")n1
-wait_for 10 disk_live "$first"
-image_write host_image "$first" 0 1
+i=$(rnvme_of "$(nvme_pci_devices | sort | sed -n 1p)")
+if [ -n "$i" ] && wait_for 10 disk_live "/dev/rnvme${i}n1"; then
+	image_write host_image "/dev/rnvme${i}n1" 0 1
+else
+	fail host_image "no live disk of the first controller (instance '$i')"
+fi
 rmmod rnvme
 finish
