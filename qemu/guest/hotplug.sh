@@ -24,9 +24,9 @@ readded_live() {
 	i=$(readded)
 	[ -n "$i" ] && disk_live "/dev/rnvme${i}n1"
 }
-# rmmod while a disk is open is refused (the open disk holds the module), and harmless: the
-# disk is held open, and rmmod is tried once fio's reads are reaching it (fio starts slowly
-# on the debug kernel).
+# rmmod while a disk is open is refused (the open disk holds the module: the kernel says
+# EWOULDBLOCK to busybox's non-blocking unload), and harmless: the disk is held open, and
+# rmmod is tried once fio's reads are reaching it (fio starts slowly on the debug kernel).
 exec 3</dev/rnvme${O}n1
 r0=$(awk '{print $1}' /sys/block/rnvme${O}n1/stat)
 fio --name=hold --filename=/dev/rnvme${O}n1 --rw=randread --bs=4k --direct=1 --ioengine=io_uring \
@@ -35,7 +35,7 @@ hold=$!
 wait_for 30 sh -c "[ \$(awk '{print \$1}' /sys/block/rnvme${O}n1/stat) -gt $((r0 + 100)) ]"
 if out=$(rmmod rnvme 2>&1); then
 	fail rmmod_refused_while_in_use "rmmod succeeded with I/O running"
-elif echo "$out" | grep -q 'in use' && lsmod | grep -q '^rnvme '; then
+elif echo "$out" | grep -q 'Resource temporarily unavailable' && lsmod | grep -q '^rnvme '; then
 	pass rmmod_refused_while_in_use
 else
 	fail rmmod_refused_while_in_use "refused for another reason, or unloaded: $out"
