@@ -64,6 +64,26 @@ trace_mark admin_timeout_end /dev/rnvme0n1
 trace_expect admin_timeout_resets_controller admin_timeout_begin admin_timeout_end eq 1 \
 	"pci_nvme_mmio_start_success"
 
+# --- a reset while the registers are out of reach -------------------------------------------
+# A user's reset with Memory Space Enable off (a stray config write): registers then read
+# as zeroes, like a stopped controller, and writes are lost. The reset must see that the
+# registers are out of reach, turn decoding back on (as C's reset does, through
+# pci_enable_device_mem), stop the controller for real and enable it again: the controller
+# is enabled once (QEMU's trace), decoding is on, and I/O reads back what was written.
+dd if=/dev/urandom of=/tmp/decode bs=64k count=4 2>/dev/null
+dd if=/tmp/decode of=/dev/rnvme0n1 bs=64k seek=256 oflag=direct 2>/dev/null
+trace_mark decode_reset_begin /dev/rnvme0n1
+pci_command $pci $((cmd & ~2))
+check reset_with_decode_off nvme reset /dev/rnvme0
+expect_eq decode_on_after_reset 2 $(($(pci_command $pci) & 2))
+expect_eq live_after_decode_reset live "$(cat /sys/class/misc/rnvme0/state)"
+check data_after_decode_reset sh -c \
+	"dd if=/dev/rnvme0n1 bs=64k skip=256 count=4 iflag=direct 2>/dev/null | cmp - /tmp/decode"
+trace_mark decode_reset_end /dev/rnvme0n1
+trace_expect decode_reset_enables_once decode_reset_begin decode_reset_end eq 1 \
+	"pci_nvme_mmio_start_success"
+pci_command $pci $cmd
+
 echo 2000 >/sys/block/rnvme0n1/queue/io_timeout
 
 fio --name=dead --filename=/dev/rnvme0n1 --rw=randrw --bs=4k --iodepth=32 \
