@@ -14,7 +14,7 @@ RESULTS is a VM's results channel (qemu/run --results). The guest's test library
         the trace lines matching REGEX (Python syntax, searched in each line) between
         marks FROM and TO ("start", "end": the whole trace) must number N (OP eq, ge, le),
         or (OP sumeq) their first group, summed, must be N. N may be max:NAME,NAME...:
-        the largest count of those earlier expectations.
+        the largest count of those earlier expectations, or sum:NAME,NAME...: their sum.
     RNVME-TRACE-CONTROL NAME FROM TO REGEX
         the positive control of expectation NAME: REGEX must match at least one line
         between FROM and TO. An expectation that something is absent (eq 0, le) passes
@@ -106,6 +106,8 @@ def main():
             pat = re.compile(regex)
             if n.startswith("max:"):
                 want = max(counts[ref] for ref in n[4:].split(","))
+            elif n.startswith("sum:"):
+                want = sum(counts[ref] for ref in n[4:].split(","))
             else:
                 want = int(n)
         except (re.error, ValueError, KeyError) as e:

@@ -113,6 +113,13 @@ trace_expect pair_nsid3_read_attempts pair_begin pair_end le 6 \
 	"pci_nvme_read cid [0-9]+ nsid 3 nlb 8 count 4096 lba 0x640$"
 trace_expect pair_one_reset_per_attempt pair_begin pair_end eq \
 	max:pair_nsid2_read_attempts,pair_nsid3_read_attempts "pci_nvme_mmio_start_success"
+# Every attempt ends by its own timeouts: aborted at the first, reset at the second. A
+# second reset for one pair of timeouts may instead end the attempts the first reset sent
+# again, before any timeout of theirs (then the count above can still match): those have no
+# Abort.
+trace_expect pair_every_attempt_aborted pair_begin pair_end eq \
+	sum:pair_nsid2_read_attempts,pair_nsid3_read_attempts \
+	"pci_nvme_admin_cmd cid [0-9]+ sqid 0 opc 0x8 "
 
 # --- a lost Abort completion -----------------------------------------------------------
 # debugfs lose_abort_completions=4: the driver drops the next 4 Abort completions, as if
