@@ -71,10 +71,18 @@ same data_at_lba_after_format /tmp/b /tmp/b.nvme
 lbads=$(nvme id-ns ${R}n1 | sed -nE 's/.*lbads:([0-9]+).*\(in use\).*/\1/p')
 expect_eq block_size_as_identify "$((1 << ${lbads:-0}))" "$(blockdev --getss ${R}n1)"
 # The C driver learns of the format with a rescan, then reads the same bytes. (Its
-# multipath head disk keeps 4096-byte blocks: stacked limits only grow.)
+# multipath head disk keeps 4096-byte blocks: stacked limits only grow.) The rescan only
+# queues C's scan: the read waits until C's path disk has 512-byte blocks (C sets them with
+# its LBA shift, under one freeze), or reads in the old units.
 check c_driver_rescan nvme ns-rescan $C
-dd if=${C}n1 of=/tmp/b.c bs=4k skip=4 count=16 iflag=direct 2>/dev/null
-same data_after_format_as_c_driver_reads /tmp/b /tmp/b.c
+c_path_bs() { cat /sys/block/nvme*c*n1/queue/logical_block_size 2>/dev/null; }
+wait_for 30 sh -c "cat /sys/block/nvme*c*n1/queue/logical_block_size | grep -qx 512"
+if [ "$(c_path_bs)" = 512 ]; then
+	dd if=${C}n1 of=/tmp/b.c bs=4k skip=4 count=16 iflag=direct 2>/dev/null
+	same data_after_format_as_c_driver_reads /tmp/b /tmp/b.c
+else
+	fail data_after_format_as_c_driver_reads "C's path disk still has $(c_path_bs)-byte blocks 30 s after its rescan"
+fi
 
 # --- formatted behind rnvme's back: a rescan revalidates ---------------------------------
 check format_through_c_to_4096 nvme format $C -n 1 -l 4 -f

@@ -451,7 +451,7 @@ fio_verified() {
 	reads=$(sed -nE 's/.*issued rwts: total=([0-9]+),.*/\1/p' "$1" | awk '{ s += $1 } END { print s + 0 }')
 	disk=$(sed -nE 's/.*: ios=([0-9]+)\/.*/\1/p' "$1" | awk '{ s += $1 } END { print s + 0 }')
 	if [ "$reads" -eq 0 ] && [ "$disk" -eq 0 ]; then
-		echo "fio read nothing back (issued reads 0)"
+		echo "fio read nothing back (issued reads 0; $(grep -m1 -E 'issued rwts' "$1" | tr -s ' ');$(grep -m1 -E ' ios=' "$1" | tr -s ' '); $(grep -m1 -E 'write: IOPS' "$1" | tr -s ' '))"
 		return 1
 	fi
 }
