@@ -119,9 +119,9 @@ unsafe impl<T: DriverExt + 'static> driver::RegistrationOps for Adapter<T> {
         let handlers: &'static bindings::pci_error_handlers = &ErrorHandlers::<T>::TABLE;
         let pm: &'static bindings::dev_pm_ops = &PmOps::<T>::TABLE;
         let raw = pdrv.get();
-        // SAFETY: `pdrv` is valid (the caller's requirements) and not registered yet:
         // `driver::Registration::new` calls this once, on the `struct pci_driver` it has just
-        // initialised. Its fields may be set, as `pci::Adapter::register` sets its own below.
+        // initialised; its fields may be set, as `pci::Adapter::register` sets its own below.
+        // SAFETY: `pdrv` is valid (the caller's requirements) and not registered yet (above);
         // `handlers` and `pm` are static.
         unsafe {
             (*raw).shutdown = Some(shutdown_callback::<T>);
@@ -131,10 +131,11 @@ unsafe impl<T: DriverExt + 'static> driver::RegistrationOps for Adapter<T> {
                 (*raw).driver.probe_type = bindings::probe_type_PROBE_PREFER_ASYNCHRONOUS;
             }
         }
+        // Neither `pci::Adapter::register` (name, probe, remove, ID table) nor
+        // `__pci_register_driver` (name, bus, owner, module name, groups, dynamic IDs) writes
+        // the members set above.
         // SAFETY: The caller's requirements are `pci::Adapter`'s: `pdrv` stays pinned and
-        // valid until `unregister`. Neither `pci::Adapter::register` (name, probe, remove,
-        // ID table) nor `__pci_register_driver` (the embedded driver's name, bus, owner,
-        // module name, groups; the dynamic IDs) writes the members set above.
+        // valid until `unregister`.
         unsafe { <pci::Adapter<T> as driver::RegistrationOps>::register(pdrv, name, module) }
     }
 
@@ -192,10 +193,10 @@ unsafe fn with_data<T: DriverExt, R>(
     if data.is_null() {
         return unbound;
     }
+    // The unbind that takes drvdata back (`post_unbind_rust`, after `remove`) holds the
+    // device lock too, so it cannot run concurrently and the borrow stays valid.
     // SAFETY: A bound device's drvdata is the `Pin<KBox<T::Data>>` that `pci::Adapter`'s
-    // probe stored (`Device::set_drvdata`, by `into_foreign`); the unbind that takes it
-    // back (`post_unbind_rust`, after `remove`) holds the device lock too, so it cannot run
-    // concurrently and the borrow stays valid.
+    // probe stored (`Device::set_drvdata`, by `into_foreign`); see above for its lifetime.
     let data = unsafe { <Pin<KBox<T::Data<'_>>> as ForeignOwnable>::borrow(data.cast()) };
     f(data)
 }
