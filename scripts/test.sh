@@ -656,9 +656,11 @@ for flavour in $FLAVOURS; do
 	# does not quiesce a new queue of a stopped controller, nor does blk-mq add it to the
 	# tag set's quiesce); rnvme takes a new queue into the set's quiesces (`GenDisk`), and
 	# the same warning with an rnvme frame still fails the run (unless C's came first: it
-	# warns once per boot).
+	# warns once per boot). A hung storm ends at the guest's watchdog, or, when the hang is
+	# in a system sleep (user space frozen, the watchdog too), at this timeout: several
+	# times the debug kernel's storm, half the scenario default there.
 	job "storm-$flavour" run_vm "storm-$flavour" "$flavour" --ctrls 2 --ns 3 --subsys --detached 3 --backend image \
-		--image-dir "$img/storm" --size 64M --timeout $((T + 2 * ${RNVME_STORM_S:-20})) \
+		--image-dir "$img/storm" --size 64M --timeout $((900 + 4 * ${RNVME_STORM_S:-20})) \
 		--known-warning blk_mq_unquiesce_queue \
 		-- "STORM_S=${RNVME_STORM_S:-20} ROUNDS=${RNVME_STORM_ROUNDS:-1} HICCUP=${RNVME_STORM_HICCUP:-1} sh /guest/storm.sh"
 	# System sleep under fio (pm_test): suspend to RAM and to idle, hibernation; rnvme beside

@@ -18,7 +18,8 @@ ROUNDS=${ROUNDS:-1}
 echo 30 >/proc/sys/kernel/hung_task_timeout_secs 2>/dev/null
 # A storm that hangs (a function reset or a system sleep that never returns) ends here, with
 # every blocked task's stack in the log, rather than at the host's timeout: the tests it
-# never reported fail, and the rest of the suite keeps its time.
+# never reported fail, and the rest of the suite keeps its time. (A system sleep that
+# never returns has frozen this watchdog too: the host's timeout ends that one.)
 WATCHDOG_S=${WATCHDOG_S:-$((STORM_S * 4 + 480))}
 (
 	sleep "$WATCHDOG_S"
