@@ -1,8 +1,13 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! The asynchronous event work item: what the admin queue's interrupt handler and error
-//! recovery ask of the controller in process context (an event to handle, a reset after an
-//! admin timeout, a rescan after resume, disks to mark dead), run from one work item.
+//! The asynchronous event work items: what the admin queue's interrupt handler and error
+//! recovery ask of the controller in process context. Two work items, as C's `scan_work`
+//! and `reset_work`: the event work handles completed Asynchronous Event Requests and the
+//! rescan after resume, which wait for I/O (a new head disk's partition read waits for a
+//! live path); the recovery work resets the controller after an admin timeout and marks the
+//! disks of a dead controller dead. A reset never waits behind a scan it must finish: one
+//! work item runs one call at a time, so a reset queued behind a scan whose I/O waits for
+//! that reset would never run.
 //!
 //! Below the admin queue, which hands it completed Asynchronous Event Requests; what each
 //! request means is the features layer's ([`EventHandler`], implemented in `aen.rs`).
@@ -18,7 +23,7 @@ use kernel::{
         atomic::{Atomic, Relaxed},
         Arc,
     },
-    workqueue::{Work, WorkItem},
+    workqueue::{RawWorkItem, Work, WorkItem},
 };
 
 /// What the work item does, from process context. Each call does nothing once the
@@ -39,7 +44,10 @@ pub(crate) trait EventHandler: Send + Sync {
 #[pin_data]
 pub(crate) struct AsyncEvents {
     #[pin]
-    work: Work<AsyncEvents>,
+    work: Work<AsyncEvents, EVENT>,
+    /// Error recovery: a reset after an admin timeout, then the disks of a dead controller.
+    #[pin]
+    recovery: Work<AsyncEvents, RECOVERY>,
     /// What the work does with what it takes; reaches the controller (or nothing, after
     /// unbind).
     handler: Arc<dyn EventHandler>,
@@ -59,22 +67,22 @@ pub(crate) struct AsyncEvents {
     closed: Atomic<bool>,
 }
 
+/// The event work item's id.
+const EVENT: u64 = 0;
+/// The recovery work item's id.
+const RECOVERY: u64 = 1;
+
 impl_has_work! {
-    impl HasWork<Self> for AsyncEvents { self.work }
+    impl HasWork<Self, EVENT> for AsyncEvents { self.work }
+    impl HasWork<Self, RECOVERY> for AsyncEvents { self.recovery }
 }
 
-impl WorkItem for AsyncEvents {
+impl WorkItem<EVENT> for AsyncEvents {
     type Pointer = Arc<AsyncEvents>;
 
     fn run(this: Arc<AsyncEvents>) {
-        if this.reset.xchg(false, Relaxed) {
-            this.handler.reset();
-        }
         if this.rescan.xchg(false, Relaxed) {
             this.handler.rescan();
-        }
-        if this.dead.xchg(false, Relaxed) {
-            this.handler.mark_disks_dead();
         }
         if this.event.xchg(false, Relaxed) {
             let status = Status(this.status.load(Relaxed) as u16);
@@ -84,11 +92,26 @@ impl WorkItem for AsyncEvents {
     }
 }
 
+impl WorkItem<RECOVERY> for AsyncEvents {
+    type Pointer = Arc<AsyncEvents>;
+
+    fn run(this: Arc<AsyncEvents>) {
+        // The reset first: a controller it gives up is then marked dead in the same run.
+        if this.reset.xchg(false, Relaxed) {
+            this.handler.reset();
+        }
+        if this.dead.xchg(false, Relaxed) {
+            this.handler.mark_disks_dead();
+        }
+    }
+}
+
 impl AsyncEvents {
     pub(crate) fn new(handler: Arc<dyn EventHandler>) -> Result<Arc<Self>> {
         Arc::pin_init(
             pin_init!(Self {
                 work <- new_work!("rnvme::async_event"),
+                recovery <- new_work!("rnvme::recovery"),
                 handler,
                 status: Atomic::new(0),
                 result: Atomic::new(0),
@@ -114,14 +137,14 @@ impl AsyncEvents {
     /// the work item.
     pub(crate) fn controller_dead(self: &Arc<Self>) {
         self.dead.store(true, Relaxed);
-        self.queue();
+        self.queue_recovery();
     }
 
-    /// An admin command timed out outside a reset (any context): the work resets the
-    /// controller.
+    /// An admin command timed out outside a reset (any context): the recovery work resets
+    /// the controller, even while the event work waits in a scan.
     pub(crate) fn reset_needed(self: &Arc<Self>) {
         self.reset.store(true, Relaxed);
-        self.queue();
+        self.queue_recovery();
     }
 
     /// The controller came back from system sleep (any context): the work rescans its
@@ -132,16 +155,28 @@ impl AsyncEvents {
     }
 
     fn queue(self: &Arc<Self>) {
+        self.enqueue::<EVENT>();
+    }
+
+    fn queue_recovery(self: &Arc<Self>) {
+        self.enqueue::<RECOVERY>();
+    }
+
+    fn enqueue<const ID: u64>(self: &Arc<Self>)
+    where
+        Arc<Self>: RawWorkItem<ID>,
+    {
         if !self.closed.load(Relaxed) {
             // Already queued: the queued run sees what was just stored.
-            let _ = system_dfl().enqueue(self.clone());
+            let _ = system_dfl().enqueue::<_, ID>(self.clone());
         }
     }
 
-    /// Stops handling events; returns once the work item is idle. Call after the controller's
-    /// link was revoked.
+    /// Stops handling events; returns once both work items are idle. Call after the
+    /// controller's link was revoked.
     pub(crate) fn close(&self) {
         self.closed.store(true, Relaxed);
         flush_work(&self.work);
+        flush_work(&self.recovery);
     }
 }

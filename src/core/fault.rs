@@ -22,6 +22,11 @@
 //!   Sanitize) keeps its namespaces frozen this long once the controller answered it,
 //!   before they are revalidated: the window in which I/O to them must wait. One-shot: the
 //!   file reads 0 once the command waits.
+//! - `lose_ns_desc_lists`: the next N Identify (Namespace Identification Descriptor list)
+//!   commands of the driver are not sent to the controller, as if it never fetched them:
+//!   each times out after `admin_timeout`. Its failure is one a scan tolerates (the
+//!   identifiers come from Identify Namespace), so the scan goes on into the reset the
+//!   timeout starts: a new disk's first I/O waits for that reset.
 //! - `kmemleak_control`: each write of N leaks one allocation of N bytes (at least
 //!   [`LEAK_MARK`]'s length, at most a page) that starts with [`LEAK_MARK`]; reading gives
 //!   how many were leaked. The debug kernel's kmemleak must report it: the positive control
@@ -46,6 +51,7 @@ mod hooks {
     // Core atomics, not `kernel::sync::atomic`: `fail_dma_map` is read on every I/O, and the
     // crate's atomics are out-of-line helper calls unless `CONFIG_RUST_INLINE_HELPERS`. The
     // counters order nothing else, so relaxed core atomics (plain loads, `lock cmpxchg`) do.
+    use crate::spec::command::{admin_opcode, cns, Command};
     use core::{
         fmt,
         sync::atomic::{AtomicU32, Ordering::Relaxed},
@@ -79,6 +85,8 @@ mod hooks {
         restart_delay_ms: AtomicU32,
         /// Milliseconds the next frozen admin command holds its freeze once answered.
         effects_delay_ms: AtomicU32,
+        /// Identify (Namespace Identification Descriptor list) commands still to lose.
+        ns_desc_lists: AtomicU32,
         /// Allocations leaked on purpose through `kmemleak_control`.
         leaks: AtomicU32,
     }
@@ -93,6 +101,7 @@ mod hooks {
         AdminTimeoutDelayMs,
         RestartDelayMs,
         EffectsDelayMs,
+        LoseNsDescLists,
         KmemleakControl,
     }
 
@@ -107,6 +116,7 @@ mod hooks {
                     admin_timeout_delay_ms: AtomicU32::new(0),
                     restart_delay_ms: AtomicU32::new(0),
                     effects_delay_ms: AtomicU32::new(0),
+                    ns_desc_lists: AtomicU32::new(0),
                     leaks: AtomicU32::new(0),
                 },
                 GFP_KERNEL,
@@ -152,6 +162,14 @@ mod hooks {
             sleep_once(&self.effects_delay_ms);
         }
 
+        /// Whether the driver's admin command `cmd` is to be lost: not sent, left to time
+        /// out (consumes one).
+        pub(crate) fn lose_admin_command(&self, cmd: &Command) -> bool {
+            cmd.opcode() == admin_opcode::IDENTIFY
+                && cmd.dw[10] & 0xff == u32::from(cns::NS_DESC_LIST)
+                && take(&self.ns_desc_lists)
+        }
+
         fn knob(&self, k: Knob) -> &AtomicU32 {
             match k {
                 Knob::FailDmaMap => &self.dma_map,
@@ -161,6 +179,7 @@ mod hooks {
                 Knob::AdminTimeoutDelayMs => &self.admin_timeout_delay_ms,
                 Knob::RestartDelayMs => &self.restart_delay_ms,
                 Knob::EffectsDelayMs => &self.effects_delay_ms,
+                Knob::LoseNsDescLists => &self.ns_desc_lists,
                 Knob::KmemleakControl => &self.leaks,
             }
         }
@@ -281,5 +300,10 @@ mod none {
 
         #[inline(always)]
         pub(crate) fn delay_effects(&self) {}
+
+        #[inline(always)]
+        pub(crate) fn lose_admin_command(&self, _cmd: &crate::spec::command::Command) -> bool {
+            false
+        }
     }
 }

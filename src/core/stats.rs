@@ -168,6 +168,7 @@ impl DebugDir {
             (c"admin_timeout_delay_ms", Knob::AdminTimeoutDelayMs),
             (c"restart_delay_ms", Knob::RestartDelayMs),
             (c"effects_delay_ms", Knob::EffectsDelayMs),
+            (c"lose_ns_desc_lists", Knob::LoseNsDescLists),
             (c"kmemleak_control", Knob::KmemleakControl),
         ];
         for (name, knob) in knobs {

@@ -358,9 +358,14 @@ impl<'b> AdminQueue<'b> {
             };
             drop(p);
             cmd.set_cid(cid);
-            if let Err(e) = self.queue.submit(&cmd, true) {
-                self.pending.lock().slots[i].cid = None;
-                return Err(e.into());
+            // Test fault `lose_ns_desc_lists`: a command of the driver's own left unsent
+            // times out as one the controller never fetched.
+            let lost = !user && self.faults.lose_admin_command(&cmd);
+            if !lost {
+                if let Err(e) = self.queue.submit(&cmd, true) {
+                    self.pending.lock().slots[i].cid = None;
+                    return Err(e.into());
+                }
             }
         }
 
