@@ -52,7 +52,8 @@ pub(crate) struct AsyncEvents {
     /// unbind).
     handler: Arc<dyn EventHandler>,
     /// The completed request's status and dword 0, for the work item. One request is
-    /// outstanding at a time and sent again only by the work, so one slot suffices.
+    /// outstanding at a time (sent again by the work, or by a reset's restart), so one
+    /// slot suffices.
     status: Atomic<u32>,
     result: Atomic<u32>,
     /// A completed request waits for the work.

@@ -11,13 +11,14 @@
 //! persistent internal error resets the controller, as in C). Other events are logged;
 //! their log pages are left to user space (nvme-cli), as the C driver does.
 //!
-//! The same work item marks the disks dead when error recovery gives the controller up
-//! ([`AsyncEvents::controller_dead`]: the marking may wait for the disks' file systems,
-//! which the code that decides it must not), and resets the controller after an admin
-//! command timed out ([`AsyncEvents::reset_needed`]: the command's sender may be a scan,
-//! holding the scan lock). Neither takes the scan lock, and an I/O the stopped controller holds does not
-//! wait for this work either: its timeout starts the reset first if the work is busy (a
-//! rescan waiting for that I/O), see `Hw::pending_reset`.
+//! A second work item, the recovery work, marks the disks dead when error recovery gives
+//! the controller up ([`AsyncEvents::controller_dead`]: the marking may wait for the disks'
+//! file systems, which the code that decides it must not), and resets the controller after
+//! an admin command timed out ([`AsyncEvents::reset_needed`]: the command's sender may be a
+//! scan, holding the scan lock, on the event work itself, waiting for I/O only that reset
+//! lets through). Neither takes the scan lock; an I/O the stopped controller holds does
+//! not wait for the recovery work either: its timeout starts the reset first if the work
+//! is late, see `Hw::pending_reset`.
 //!
 //! The work item ([`AsyncEvents`], in the core layer) is `'static` and reaches the
 //! controller through its [`CtrlLink`], its [`EventHandler`] here, so one still queued at

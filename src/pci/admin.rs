@@ -501,6 +501,11 @@ impl<'b> AdminQueue<'b> {
         if self.events.as_ref().is_none() {
             return Ok(());
         }
+        // Under `submit`, as every command: a restart (which empties the rings and clears
+        // `aer_armed`) cannot run between the check of `stopped` and the submission, or a
+        // request sent before it would sit in the new ring beside the one the restart's
+        // caller sends (the event work re-arms while the recovery work may reset).
+        let _submit = self.submit.lock();
         if self.stopped.load(Relaxed) {
             return Err(EBUSY);
         }

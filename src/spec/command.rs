@@ -92,7 +92,10 @@ impl Command {
         c
     }
 
-    #[allow(dead_code, reason = "read by the host tests")]
+    #[allow(
+        dead_code,
+        reason = "read by the host tests and the test build's faults"
+    )]
     pub(crate) fn opcode(&self) -> u8 {
         self.dw[0] as u8
     }
