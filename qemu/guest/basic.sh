@@ -74,6 +74,37 @@ expect_eq one_disk_per_namespace "$((CTRLS * NS))" "$(ls /dev | grep -cE '^rnvme
 check io_reads_complete dd if=/dev/rnvme0n1 of=/dev/null bs=64k count=64 iflag=direct
 check io_writes_complete dd if=/dev/zero of=/dev/rnvme0n1 bs=64k count=64 oflag=direct
 
+# A pin (INTx) is level-triggered: the controller lowers it when the host writes a CQ head
+# doorbell that empties the queue. Left up with nothing to reap, it interrupts for ever and
+# the kernel disables the line ("nobody cared"): I/O then completes only when its waiter
+# polls. The kernel's own count of interrupts no handler claimed on each rnvme line
+# (/proc/irq/N/spurious) stays near 0 through bursts of deep I/O and the idle second
+# after each.
+if [ "$IRQ" = INTx ]; then
+	unclaimed() {
+		s=0
+		for l in $(grep -E 'rnvme[0-9]+q0' /proc/interrupts | cut -d: -f1 | tr -d ' ' | sort -u); do
+			s=$((s + $(awk '/^unhandled/ { print $2 }' "/proc/irq/$l/spurious")))
+		done
+		echo $s
+	}
+	worst=0
+	for round in 1 2 3; do
+		fio --name=intx --filename=/dev/rnvme0n1 --rw=randread --bs=4k --iodepth=16 \
+			--ioengine=io_uring --direct=1 --size=32M --time_based --runtime=2 >/dev/null 2>&1
+		sleep 1
+		n=$(unclaimed)
+		[ "$n" -gt "$worst" ] && worst=$n
+	done
+	if dmesg | grep -q 'nobody cared'; then
+		fail intx_line_quiet_after_io "the kernel disabled the line: $(dmesg | grep -m1 'nobody cared')"
+	elif [ "$worst" -gt 10 ]; then
+		fail intx_line_quiet_after_io "$worst interrupts no handler claimed"
+	else
+		pass intx_line_quiet_after_io
+	fi
+fi
+
 # --- sysfs unbind / bind -------------------------------------------------------------
 dev=$(bound_to rnvme | head -1)
 serial=$(identify_lines | grep "$dev" | sed -E 's/.*serial "([^"]*)".*/\1/')

@@ -186,7 +186,12 @@ impl<'b> Queues<'b> {
         } else {
             params::io_queue_depth().clamp(2, hw.cap.mqes().min(params::MAX_DEPTH)) as u16
         };
-        if id.supports_doorbell_buffer() {
+        // No shadow doorbells on a pin (INTx): the CQ head doorbell write is what lowers a
+        // level-triggered line, and the shadow's event index lets the host skip it (QEMU's
+        // lags one update behind): the pin then stays up with nothing to reap, an interrupt
+        // storm the kernel ends by disabling the line. MSI and MSI-X are messages: no level
+        // to lower.
+        if id.supports_doorbell_buffer() && !matches!(irqs.kind(), IrqType::Intx) {
             this.shadow = Some(ShadowDoorbells::new(
                 pdev.as_ref(),
                 nr_io + nr_poll,
