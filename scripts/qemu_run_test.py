@@ -151,6 +151,9 @@ def known_warnings(tmp):
         ("report_inside_known_warning_fails",
          [warn, trace[0], "[    1.40] BUG: KASAN: slab-use-after-free in foo+0x1/0x2",
           trace[1], end], 1),
+        # The kernel disabling an interrupt line is named by its header, not only its trace.
+        ("interrupt_line_disabled_fails",
+         ['[    1.40] irq 10: nobody cared (try booting with the "irqpoll" option)'], 1),
     ]
     out = []
     for name, lines, want in cases:
