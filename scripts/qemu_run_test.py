@@ -20,7 +20,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # The stand-in: counts its starts in $FAKE_QEMU_STARTS, then plays a console log: the
 # lines of $FAKE_QEMU_FIRST at its first start, of $FAKE_QEMU_AGAIN at later ones ("|"
-# separates lines; "sleep N" pauses), and writes the guest's exit status on the results
+# separates lines; "sleep N" pauses, "exit N" ends it there, as a guest that died), and
+# writes the guest's exit status on the results
 # channel if it gets to the end.
 FAKE = r'''#!/usr/bin/env python3
 import os, re, sys, time
@@ -43,6 +44,8 @@ with open(log, "a") as f:
         if line.startswith("sleep "):
             time.sleep(float(line[6:]))
             continue
+        if line.startswith("exit "):
+            sys.exit(int(line[5:]))
         f.write(line + "\n")
         f.flush()
 with open(res, "a") as f:
@@ -181,6 +184,12 @@ def main():
          lambda rc, n, t: rc == 3 and n == 1),
         # A clean boot runs once.
         ("clean_boot_runs_once", INIT, INIT, lambda rc, n, t: rc == 0 and n == 1),
+        # A guest gone before /init without a report (QEMU exits on a triple fault) is
+        # booted again; one gone after /init is not, and the run fails as unfinished.
+        ("silent_death_while_booting_boots_again", "[    1.17] sched_clock: Marking stable|exit 0",
+         INIT, lambda rc, n, t: rc == 0 and n == 2),
+        ("silent_death_after_init_is_not_run_again", INIT + "|exit 0", INIT,
+         lambda rc, n, t: rc == 5 and n == 1),
     ]
     with tempfile.TemporaryDirectory(prefix="rnvme-fakeqemu-") as tmp:
         fake = os.path.join(tmp, "qemu-system-x86_64")
