@@ -427,6 +427,42 @@ trace_expect scan_admin_timeout_resets_once scan_timeout_begin scan_timeout_end 
 	"pci_nvme_mmio_start_success"
 check rmmod_after_scan_admin_timeout rmmod rnvme
 
+# --- unbind while the reset an admin timeout asked for has not started -----------------------
+# As above, but the recovery work waits 10 s before it starts the reset (debugfs
+# recovery_delay_ms) and controller 0 is unbound meanwhile: the scan's new head waits in its
+# partition read for a reset that the unbind will never let run. The controller leaving,
+# its path no longer counts as one that may come back (as C's DELETING state): the read
+# fails, the scan ends, and the unbind returns once the held work is done (it used to wait
+# for the scan for ever). The head goes with its only path; bound again, the namespace
+# reads back the data written before.
+assign_drivers rnvme rnvme nvme
+check insmod_unbind_in_recovery insmod_in_order admin_timeout=3
+require_disk private_head_before_unbind /dev/rnvme0n2 30
+P=$(ls /sys/block | sed -n 's/^rnvme0c\([0-9]*\)n2$/\1/p')
+O=$(ls /sys/block | sed -n 's/^rnvme0c\([0-9]*\)n1$/\1/p' | grep -vx "$P" | head -1)
+if [ -n "$P" ] && [ -n "$O" ]; then pass private_path_before_unbind
+else abort private_path_before_unbind "path '$P', other '$O': $(ls /sys/block | tr '\n' ' ')"; fi
+cntlid=$(cat /sys/class/misc/rnvme$P/cntlid)
+pci=$(basename "$(readlink -f /sys/class/misc/rnvme$P/device)")
+check detach_before_unbind ns_attach_to 1 "$cntlid"
+check head_gone_before_unbind wait_for 30 sh -c '! test -e /sys/block/rnvme0n2'
+dbg=/sys/kernel/debug/rnvme$P
+echo 1 >$dbg/lose_ns_desc_lists
+echo 10000 >$dbg/recovery_delay_ms
+check attach_before_unbind ns_attach_to 0 "$cntlid"
+# The Identify timed out and the recovery work holds its reset (the knob reads 0 once it
+# waits).
+check reset_held_before_unbind wait_for 30 grep -qx 0 $dbg/recovery_delay_ms
+t0=$(now_s)
+within unbind_beside_held_reset 60 sh -c "echo $pci >/sys/bus/pci/drivers/rnvme/unbind"
+echo "unbind returned $(awk -v a="$t0" -v b="$(now_s)" 'BEGIN { printf "%.1f", b - a }')s after the hold began"
+check head_gone_with_unbound_path sh -c '! test -e /sys/block/rnvme0n2'
+echo "$pci" >/sys/bus/pci/drivers/rnvme/bind
+check private_head_after_rebind wait_for 60 disk_live /dev/rnvme0n2
+check private_data_after_unbind_in_recovery sh -c \
+	"dd if=/dev/rnvme0n2 bs=64k skip=64 count=16 iflag=direct 2>/dev/null | cmp - /tmp/n2"
+check rmmod_after_unbind_in_recovery rmmod rnvme
+
 # --- multipath=0: a disk per controller, as before -----------------------------------------
 assign_drivers rnvme rnvme nvme
 check insmod_no_multipath insmod_in_order multipath=0

@@ -13,6 +13,7 @@
 //! request means is the features layer's ([`EventHandler`], implemented in `aen.rs`).
 
 use crate::{
+    fault::FaultsRef,
     kernel_ext::sync::{flush_work, system_dfl},
     spec::completion::{Completion, Status},
 };
@@ -51,6 +52,8 @@ pub(crate) struct AsyncEvents {
     /// What the work does with what it takes; reaches the controller (or nothing, after
     /// unbind).
     handler: Arc<dyn EventHandler>,
+    /// The controller's test faults (`recovery_delay_ms`; nothing in the production build).
+    faults: FaultsRef,
     /// The completed request's status and dword 0, for the work item. One request is
     /// outstanding at a time (sent again by the work, or by a reset's restart), so one
     /// slot suffices.
@@ -99,6 +102,7 @@ impl WorkItem<RECOVERY> for AsyncEvents {
     fn run(this: Arc<AsyncEvents>) {
         // The reset first: a controller it gives up is then marked dead in the same run.
         if this.reset.xchg(false, Relaxed) {
+            this.faults.delay_recovery();
             this.handler.reset();
         }
         if this.dead.xchg(false, Relaxed) {
@@ -108,12 +112,13 @@ impl WorkItem<RECOVERY> for AsyncEvents {
 }
 
 impl AsyncEvents {
-    pub(crate) fn new(handler: Arc<dyn EventHandler>) -> Result<Arc<Self>> {
+    pub(crate) fn new(handler: Arc<dyn EventHandler>, faults: FaultsRef) -> Result<Arc<Self>> {
         Arc::pin_init(
             pin_init!(Self {
                 work <- new_work!("rnvme::async_event"),
                 recovery <- new_work!("rnvme::recovery"),
                 handler,
+                faults,
                 status: Atomic::new(0),
                 result: Atomic::new(0),
                 event: Atomic::new(false),

@@ -27,6 +27,10 @@
 //!   each times out after `admin_timeout`. Its failure is one a scan tolerates (the
 //!   identifiers come from Identify Namespace), so the scan goes on into the reset the
 //!   timeout starts: a new disk's first I/O waits for that reset.
+//! - `recovery_delay_ms`: the next run of the recovery work that resets the controller after
+//!   an admin timeout waits this long before it starts the reset: the window in which the
+//!   controller is unbound with a reset asked for and not started. One-shot: the file reads
+//!   0 once the work waits.
 //! - `kmemleak_control`: each write of N leaks one allocation of N bytes (at least
 //!   [`LEAK_MARK`]'s length, at most a page) that starts with [`LEAK_MARK`]; reading gives
 //!   how many were leaked. The debug kernel's kmemleak must report it: the positive control
@@ -87,6 +91,8 @@ mod hooks {
         effects_delay_ms: AtomicU32,
         /// Identify (Namespace Identification Descriptor list) commands still to lose.
         ns_desc_lists: AtomicU32,
+        /// Milliseconds the next recovery work waits before its reset.
+        recovery_delay_ms: AtomicU32,
         /// Allocations leaked on purpose through `kmemleak_control`.
         leaks: AtomicU32,
     }
@@ -102,6 +108,7 @@ mod hooks {
         RestartDelayMs,
         EffectsDelayMs,
         LoseNsDescLists,
+        RecoveryDelayMs,
         KmemleakControl,
     }
 
@@ -117,6 +124,7 @@ mod hooks {
                     restart_delay_ms: AtomicU32::new(0),
                     effects_delay_ms: AtomicU32::new(0),
                     ns_desc_lists: AtomicU32::new(0),
+                    recovery_delay_ms: AtomicU32::new(0),
                     leaks: AtomicU32::new(0),
                 },
                 GFP_KERNEL,
@@ -162,6 +170,12 @@ mod hooks {
             sleep_once(&self.effects_delay_ms);
         }
 
+        /// Sleeps for `recovery_delay_ms`, if set, and clears it: a test reads 0 once the
+        /// recovery work is inside the window.
+        pub(crate) fn delay_recovery(&self) {
+            sleep_once(&self.recovery_delay_ms);
+        }
+
         /// Whether the driver's admin command `cmd` is to be lost: not sent, left to time
         /// out (consumes one).
         pub(crate) fn lose_admin_command(&self, cmd: &Command) -> bool {
@@ -180,6 +194,7 @@ mod hooks {
                 Knob::RestartDelayMs => &self.restart_delay_ms,
                 Knob::EffectsDelayMs => &self.effects_delay_ms,
                 Knob::LoseNsDescLists => &self.ns_desc_lists,
+                Knob::RecoveryDelayMs => &self.recovery_delay_ms,
                 Knob::KmemleakControl => &self.leaks,
             }
         }
@@ -300,6 +315,9 @@ mod none {
 
         #[inline(always)]
         pub(crate) fn delay_effects(&self) {}
+
+        #[inline(always)]
+        pub(crate) fn delay_recovery(&self) {}
 
         #[inline(always)]
         pub(crate) fn lose_admin_command(&self, _cmd: &crate::spec::command::Command) -> bool {

@@ -39,6 +39,9 @@ pub(crate) trait Waiter: Send + Sync {
 #[pin_data]
 pub(crate) struct CtrlStatus {
     state: Atomic<u32>,
+    /// The controller is being unbound (C's `NVME_CTRL_DELETING`): its paths still serve
+    /// what they are given, but no longer count as ones that may come back.
+    leaving: Atomic<bool>,
     #[pin]
     heads: Mutex<KVec<Arc<dyn Waiter>>>,
 }
@@ -48,6 +51,7 @@ impl CtrlStatus {
         Arc::pin_init(
             pin_init!(Self {
                 state: Atomic::new(State::Live as u32),
+                leaving: Atomic::new(false),
                 heads <- new_mutex!(KVec::new()),
             }),
             GFP_KERNEL,
@@ -82,10 +86,28 @@ impl CtrlStatus {
 
     fn changed(&self, s: State) {
         if s != State::Resetting {
-            for h in self.heads.lock().iter() {
-                h.clone().kick();
-            }
+            self.kick_heads();
         }
+    }
+
+    fn kick_heads(&self) {
+        for h in self.heads.lock().iter() {
+            h.clone().kick();
+        }
+    }
+
+    /// The controller is being unbound: bios waiting at a head for it alone (a reset that
+    /// the unbind may now drop) fail, those with another path to wait for go on waiting.
+    /// Without it a scan whose new head's partition read waits for such a reset would
+    /// keep the unbind's revoke waiting for ever.
+    pub(crate) fn set_leaving(&self) {
+        self.leaving.store(true, Relaxed);
+        self.kick_heads();
+    }
+
+    /// See [`Self::set_leaving`].
+    pub(crate) fn leaving(&self) -> bool {
+        self.leaving.load(Relaxed)
     }
 
     /// Kicks `head` from now on when the controller is live again.

@@ -169,6 +169,7 @@ impl DebugDir {
             (c"restart_delay_ms", Knob::RestartDelayMs),
             (c"effects_delay_ms", Knob::EffectsDelayMs),
             (c"lose_ns_desc_lists", Knob::LoseNsDescLists),
+            (c"recovery_delay_ms", Knob::RecoveryDelayMs),
             (c"kmemleak_control", Knob::KmemleakControl),
         ];
         for (name, knob) in knobs {

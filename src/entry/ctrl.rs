@@ -255,6 +255,9 @@ impl<'b> Controller<'b> {
         // No new passthrough command and none waiting on the device; then no running or
         // new ioctl, sysfs read or rescan, and no event work.
         self.hw.admin.close();
+        // Before the revoke: a scan inside its read section may wait for a head's read
+        // that waits for a reset this controller would never run once revoked.
+        self.hw.status.set_leaving();
         self.grant.revoke();
         self.events.close();
         self.shared.remove_disks();

@@ -66,7 +66,7 @@ impl Events {
     /// Starts handling asynchronous events: the admin queue hands completed requests to the
     /// work, and the first request is sent with the events `oaes` says the controller has.
     pub(crate) fn start(hw: &Hw<'_>, link: &Arc<CtrlLink>, oaes: u32) -> Result<Self> {
-        let events = AsyncEvents::new(link.clone())?;
+        let events = AsyncEvents::new(link.clone(), hw.admin.faults.clone())?;
         hw.admin.set_event_handler(events.clone());
         hw.start_async_events(Some(oaes));
         Ok(Self(events))

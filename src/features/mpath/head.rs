@@ -60,9 +60,9 @@ impl Path {
         self.serves() && self.status.state() == State::Live
     }
 
-    /// Live, or may be again (resetting).
+    /// Live, or may be again (resetting, and not being unbound).
     pub(super) fn available(&self) -> bool {
-        self.serves() && self.status.state() != State::Dead
+        self.serves() && self.status.state() != State::Dead && !self.status.leaving()
     }
 
     pub(super) fn serves(&self) -> bool {
