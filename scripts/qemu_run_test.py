@@ -190,6 +190,9 @@ def main():
          INIT, lambda rc, n, t: rc == 0 and n == 2),
         ("silent_death_after_init_is_not_run_again", INIT + "|exit 0", INIT,
          lambda rc, n, t: rc == 5 and n == 1),
+        # A QEMU that fails before the kernel printed anything (bad arguments) is not.
+        ("qemu_failing_before_the_kernel_is_not_run_again", "exit 1", INIT,
+         lambda rc, n, t: rc == 4 and n == 1),
     ]
     with tempfile.TemporaryDirectory(prefix="rnvme-fakeqemu-") as tmp:
         fake = os.path.join(tmp, "qemu-system-x86_64")

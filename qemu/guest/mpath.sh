@@ -429,7 +429,7 @@ check rmmod_after_scan_admin_timeout rmmod rnvme
 
 # --- unbind while the reset an admin timeout asked for has not started -----------------------
 # As above, but the recovery work waits 10 s before it starts the reset (debugfs
-# recovery_delay_ms) and controller 0 is unbound meanwhile: the scan's new head waits in its
+# recovery_delay_ms) and the namespace's controller is unbound meanwhile: the scan's new head waits in its
 # partition read for a reset that the unbind will never let run. The controller leaving,
 # its path no longer counts as one that may come back (as C's DELETING state): the read
 # fails, the scan ends, and the unbind returns once the held work is done (it used to wait
@@ -453,6 +453,8 @@ check attach_before_unbind ns_attach_to 0 "$cntlid"
 # The Identify timed out and the recovery work holds its reset (the knob reads 0 once it
 # waits).
 check reset_held_before_unbind wait_for 30 grep -qx 0 $dbg/recovery_delay_ms
+# The scan went on to add the head disk, whose partition read then waits for the reset.
+check head_added_before_unbind wait_for 30 test -e /sys/block/rnvme0n2
 t0=$(now_s)
 within unbind_beside_held_reset 60 sh -c "echo $pci >/sys/bus/pci/drivers/rnvme/unbind"
 echo "unbind returned $(awk -v a="$t0" -v b="$(now_s)" 'BEGIN { printf "%.1f", b - a }')s after the hold began"

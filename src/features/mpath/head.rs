@@ -238,9 +238,12 @@ impl Head {
         }
         r.bios.push(bio);
         drop(r);
-        // A controller that went live between the choice and now kicked before the bio
-        // was queued: look again.
-        if self.choose(&self.paths.read()).is_some() {
+        // A controller that went live, dead or leaving between the choice and now kicked
+        // before the bio was queued: look again. (The kick's work takes `requeue` after
+        // the state was stored, and this look comes after `requeue` was released: either
+        // the work saw this bio, or this look sees the new state.)
+        let paths = self.paths.read();
+        if self.choose(&paths).is_some() || !paths.list.iter().any(Path::available) {
             self.kick();
         }
     }
