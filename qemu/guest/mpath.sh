@@ -387,10 +387,15 @@ check rmmod_round_robin rmmod rnvme
 assign_drivers rnvme rnvme nvme
 check insmod_short_admin_timeout insmod_in_order admin_timeout=3
 require_disk private_head_before_detach /dev/rnvme0n2 30
-P=$(ls /sys/block | sed -n 's/^rnvme0c\([0-9]*\)n2$/\1/p')
-O=$(ls /sys/block | sed -n 's/^rnvme0c\([0-9]*\)n1$/\1/p' | grep -vx "$P" | head -1)
-if [ -n "$P" ] && [ -n "$O" ]; then pass private_path_and_other_controller
-else abort private_path_and_other_controller "path '$P', other '$O': $(ls /sys/block | tr '\n' ' ')"; fi
+# private_paths NAME: sets P (the controller of namespace 2's one path) and O (another
+# controller of subsystem 0); NAME passes, or the script gives up.
+private_paths() {
+	P=$(ls /sys/block | sed -n 's/^rnvme0c\([0-9]*\)n2$/\1/p')
+	O=$(ls /sys/block | sed -n 's/^rnvme0c\([0-9]*\)n1$/\1/p' | grep -vx "$P" | head -1)
+	if [ -n "$P" ] && [ -n "$O" ]; then pass "$1"
+	else abort "$1" "path '$P', other '$O': $(ls /sys/block | tr '\n' ' ')"; fi
+}
+private_paths private_path_and_other_controller
 # ns_attach_to SEL CNTLID: attach (SEL 0) or detach (1) namespace 2 to or from controller
 # CNTLID, sent through controller $O (a raw command: nvme-cli's attach-ns also rescans).
 ns_attach_to() {
@@ -438,10 +443,7 @@ check rmmod_after_scan_admin_timeout rmmod rnvme
 assign_drivers rnvme rnvme nvme
 check insmod_unbind_in_recovery insmod_in_order admin_timeout=3
 require_disk private_head_before_unbind /dev/rnvme0n2 30
-P=$(ls /sys/block | sed -n 's/^rnvme0c\([0-9]*\)n2$/\1/p')
-O=$(ls /sys/block | sed -n 's/^rnvme0c\([0-9]*\)n1$/\1/p' | grep -vx "$P" | head -1)
-if [ -n "$P" ] && [ -n "$O" ]; then pass private_path_before_unbind
-else abort private_path_before_unbind "path '$P', other '$O': $(ls /sys/block | tr '\n' ' ')"; fi
+private_paths private_path_before_unbind
 cntlid=$(cat /sys/class/misc/rnvme$P/cntlid)
 pci=$(basename "$(readlink -f /sys/class/misc/rnvme$P/device)")
 check detach_before_unbind ns_attach_to 1 "$cntlid"
