@@ -36,6 +36,8 @@ mod kernel_ext;
 mod mpath;
 #[path = "src/features/ns.rs"]
 mod ns;
+#[path = "src/features/ns_add.rs"]
+mod ns_add;
 #[path = "src/core/params.rs"]
 mod params;
 #[path = "src/features/passthru.rs"]

@@ -10,47 +10,27 @@
 //! (or removes it if it can no longer be served), and adds a disk for each new namespace.
 
 use crate::{
+    admin::CmdError,
     hw::Hw,
-    ioctl::{DiskIds, DiskLink, NsLink},
     ioq::NvmeBlk,
     kernel_ext::{
-        block::{
-            bio::FrozenDisks,
-            mq::{DiskRef, NewDisk},
-        },
-        chardev::CharDev,
+        block::{bio::FrozenDisks, mq::DiskRef},
         sync::MemallocNoio,
     },
     mpath::PathLimits,
-    ns::{metadata_mode, servable, Namespace, Serving, Unservable},
-    params,
+    ns::{servable, Namespace},
     shared::Shared,
     spec::{
         command::{cns, Command},
         effects,
         identify::{self, IdentifyController, IdentifyNamespace, NS_LIST_MAX},
-        ns_ids::{csi, NsIds, NsKind},
-        pi::{self, Guard, Metadata, Mode},
+        pi::{self, Guard, Metadata},
         quirks::Quirks,
-        subsys::shared_namespace,
     },
     state::State,
-    zns::{self, Zoned, ZonedError},
+    zns::{self, ZonedError},
 };
-use kernel::{page::PAGE_SHIFT, prelude::*, sync::Arc};
-
-/// What a disk's name has between `rnvme` and `n<N>`: a path's `<S>c<C>` (subsystem and
-/// controller), else the controller's number.
-struct DiskPrefix(Option<u32>, u32);
-
-impl kernel::fmt::Display for DiskPrefix {
-    fn fmt(&self, f: &mut kernel::fmt::Formatter<'_>) -> kernel::fmt::Result {
-        match self.0 {
-            Some(s) => write!(f, "{s}c{}", self.1),
-            None => write!(f, "{}", self.1),
-        }
-    }
-}
+use kernel::{page::PAGE_SHIFT, prelude::*};
 
 /// The active namespace ids, parsed and checked.
 pub(crate) fn active_namespaces(hw: &Hw<'_>, id: &IdentifyController) -> Result<KVec<u32>> {
@@ -133,274 +113,48 @@ impl<'b> Shared<'b> {
             }
         });
         ts.retain_disks(|ns| !stale.contains(&ns.nsid()));
+        let mut new = KVec::new();
         for &nsid in active.iter() {
-            if ts.find_disk(|ns| ns.nsid() == nsid).is_some() {
-                continue;
+            if ts.find_disk(|ns| ns.nsid() == nsid).is_none() {
+                new.push(nsid, GFP_KERNEL)?;
             }
-            let data = self.hw.admin_read(
-                Command::identify(cns::NAMESPACE, nsid, 0),
-                "Identify Namespace",
-            )?;
-            let nid = match IdentifyNamespace::parse(&data) {
-                Ok(nid) => nid,
-                Err(e) => {
-                    dev_warn!(
-                        self.hw.pdev.as_ref(),
-                        "rnvme{inst}: namespace {nsid} skipped: {e}\n"
-                    );
-                    continue;
-                }
-            };
-            let (ids, listed) = self.namespace_ids(nsid, &nid);
-            let zoned_disks = cfg!(CONFIG_BLK_DEV_ZONED);
-            let mut zoned = None;
-            let hidden = match ids.kind(self.hw.multi_css(), listed, zoned_disks) {
-                NsKind::Block => false,
-                NsKind::Zoned => match zns::query(&self.hw, nsid, &nid) {
-                    Ok(z) => {
-                        zoned = Some(z);
-                        false
-                    }
-                    // As C: a zoned namespace rnvme cannot serve keeps its generic device.
-                    Err(ZonedError::Unsupported(e)) => {
-                        dev_warn!(
-                            self.hw.pdev.as_ref(),
-                            "rnvme{inst}n{nsid}: {e}: no block device, passthrough through /dev/rng{inst}n{nsid} only\n"
-                        );
-                        true
-                    }
-                    Err(ZonedError::Command(e)) => return Err(e),
-                },
-                NsKind::Passthrough => {
-                    dev_info!(
-                        self.hw.pdev.as_ref(),
-                        "rnvme{inst}n{nsid}: {} command set ({}): no block device, passthrough through /dev/rng{inst}n{nsid} only\n",
-                        csi::name(ids.csi),
-                        ids.csi
-                    );
-                    true
-                }
-                NsKind::Skip => {
-                    dev_warn!(
-                        self.hw.pdev.as_ref(),
-                        "rnvme{inst}: namespace {nsid} skipped: command set {} not reported or not enabled\n",
-                        ids.csi
-                    );
-                    continue;
-                }
-            };
-            let meta = self.metadata(nsid, &nid);
-            let hidden = hidden
-                || if metadata_mode(&meta) == Mode::Unservable {
-                    dev_warn!(
-                        self.hw.pdev.as_ref(),
-                        "rnvme{inst}n{nsid}: {}: no block device, passthrough through /dev/rng{inst}n{nsid} only\n",
-                        Unservable::Metadata
-                    );
-                    true
-                } else {
-                    false
-                };
-            let quirks = self.hw.quirks();
-            let how = Serving {
-                zoned,
-                meta,
-                hidden,
-                transfer: self.max_data(),
-            };
-            let new = Namespace::new(self.hw.pdev, id, nsid, nid, quirks, how);
-            let mut ns = match new {
-                Ok(ns) => ns,
-                Err(why) => {
-                    dev_warn!(
-                        self.hw.pdev.as_ref(),
-                        "rnvme{inst}: namespace {nsid} skipped: {why}\n"
-                    );
-                    continue;
-                }
-            };
-            let (cap, dma) = (self.hw.cap, self.hw.dma_opt);
-            let limits = ns.limits(id, self.nvm.as_ref(), cap, dma, PAGE_SHIFT as u32);
-            // A hidden disk has no capacity to show (as C's).
-            let (sectors, bs) = (if hidden { 0 } else { ns.sectors() }, ns.block_size());
-            let zeroes = ns.deallocate_reads_zeroes();
-            let read_only = ns.read_only();
-            let meta_shown = ns.metadata().map(|m| (*m, ns.integrity_size() != 0));
-            let disk_ids = DiskIds {
-                ids,
-                vid: id.vid,
-                serial: id.serial,
-                model: id.model,
-            };
-            // A namespace of a multi-controller subsystem: this disk is a hidden path of
-            // the subsystem's head disk (zoned ones, and those served by passthrough only,
-            // keep a disk of their own for now).
-            let subsys = self.subsys.as_ref().filter(|_| !hidden && zoned.is_none());
-            if let Some(m) = subsys {
-                let shared = shared_namespace(nid.nmic);
-                match m.head(nsid, ids, shared, disk_ids, params::io_policy()) {
-                    Ok(link) => ns.set_head(link),
-                    Err(_) => continue,
-                }
-            }
-            let private = DiskLink {
-                ctrl: self.link.clone(),
-                ns: ns.key(),
-                ids: disk_ids,
-            };
-            let sub = subsys.map(|m| m.instance);
-            let disk = NewDisk {
-                limits,
-                name: fmt!("rnvme{}n{nsid}", DiskPrefix(sub, inst)),
-                sectors,
-                parent: self.hw.pdev.as_ref(),
-                hidden: hidden || sub.is_some(),
-                read_only,
-                data: ns,
-                private,
-            };
-            // One namespace the block layer refuses (limits it cannot take: a block larger
-            // than the transfer limit) fails that namespace, not the controller (as C's
-            // `nvme_alloc_ns`); the next scan tries again. Probe fault step 14: adding the
-            // disk fails.
-            if let Err(e) = ts.add_disk(disk, params::inject(self.hw.dev(), 14)) {
-                dev_warn!(
+        }
+        // Each new namespace identified and its disk added side by side (as C's
+        // asynchronous scan: most of the time is the device's answers and each disk's
+        // partition read), then listed in namespace order; what follows a disk's addition
+        // (its generic device, its path of a head, its log line) goes in that order here.
+        if new.is_empty() {
+            return Ok(());
+        }
+        let found = ts.add_disks(new.len(), |i, adder| self.add_namespace(new[i], adder))?;
+        let mut failed = Ok(());
+        for (outcome, added) in found {
+            match (outcome, added) {
+                (Ok(Some(f)), Some(Ok(()))) => self.publish_namespace(&mut ts, f),
+                (Ok(Some(f)), Some(Err(e))) => dev_warn!(
                     self.hw.pdev.as_ref(),
-                    "rnvme{inst}: namespace {nsid} skipped: its disk was refused ({})\n",
+                    "rnvme{inst}: namespace {} skipped: its disk was refused ({})\n",
+                    f.nsid,
                     e.to_errno()
-                );
-                continue;
-            }
-            // The generic device goes with the namespace's disk (dropped with it), once the
-            // disk is listed, as C's order: a command through it finds the disk. A
-            // namespace without one still has its disk.
-            if let Some(d) = ts.find_disk(|ns| ns.nsid() == nsid) {
-                let link = Arc::new(
-                    NsLink {
-                        ctrl: self.link.clone(),
-                        ns: d.data().key(),
-                    },
-                    GFP_KERNEL,
-                )
-                .map_err(Error::from);
-                match link
-                    .and_then(|l| CharDev::register(fmt!("rng{inst}n{nsid}"), self.hw.dev(), l))
-                {
-                    Ok(dev) => d.data().set_generic(dev),
-                    Err(e) => dev_warn!(
-                        self.hw.dev(),
-                        "rnvme{inst}n{nsid}: no generic character device ({})\n",
-                        e.to_errno()
-                    ),
-                }
-            }
-            if hidden {
-                continue;
-            }
-            if let Some(s) = sub {
-                let path = PathLimits {
-                    limits,
-                    sectors,
-                    read_only,
-                };
-                let attached = ts.find_disk(|ns| ns.nsid() == nsid).map(|d| {
-                    d.data()
-                        .head()
-                        .map(|l| l.attach(d.handle(), self.link.clone(), path))
-                });
-                if let Some(Some(Err(e))) = attached {
-                    dev_err!(
-                        self.hw.pdev.as_ref(),
-                        "rnvme{s}n{nsid}: path through rnvme{inst} not added ({}): removing its disk\n",
-                        e.to_errno()
-                    );
-                    // The next scan tries again.
-                    ts.retain_disks(|ns| ns.nsid() != nsid);
-                    continue;
-                }
-                dev_info!(
-                    self.hw.pdev.as_ref(),
-                    "rnvme{s}n{nsid}: path rnvme{s}c{inst}n{nsid} ({} namespace)\n",
-                    if shared_namespace(nid.nmic) {
-                        "shared"
-                    } else {
-                        "private"
-                    }
-                );
-            }
-            dev_info!(
-                self.hw.pdev.as_ref(),
-                "rnvme{}n{nsid}: {} MiB, {} byte blocks{}{}{}{}\n",
-                DiskPrefix(sub, inst),
-                sectors >> 11,
-                bs,
-                if id.has_volatile_write_cache() {
-                    ", volatile write cache"
-                } else {
-                    ""
-                },
-                if zeroes {
-                    ", deallocated blocks read as zeroes"
-                } else {
-                    ""
-                },
-                ZonedDisplay(zoned, bs),
-                MetaDisplay(meta_shown)
-            );
-            if read_only {
-                dev_warn!(
-                    self.hw.pdev.as_ref(),
-                    "rnvme{inst}n{nsid}: Zone Append not supported for this zoned namespace: read-only\n"
-                );
-            }
-        }
-        Ok(())
-    }
-
-    /// Namespace `nsid`'s identifiers, as the C driver gathers them: the Namespace
-    /// Identification Descriptor list (NVMe 1.3 on), then EUI64 and NGUID from Identify
-    /// Namespace where the list had none. A controller that refuses the list loses only
-    /// what only the list holds (the UUID).
-    /// The quirks bogus_nid (identifiers not unique: only the command set is kept) and
-    /// no_ns_desc_list (the list is not asked for) apply as in C.
-    /// Also says whether the list was read (asked of 1.3 controllers, and of any running
-    /// several command sets, as C).
-    fn namespace_ids(&self, nsid: u32, nid: &IdentifyNamespace) -> (NsIds, bool) {
-        let ver = self.id.ver;
-        let quirks = self.hw.quirks();
-        let mut ids = NsIds::default();
-        let mut listed = false;
-        if (ver >= 0x1_03_00 || self.hw.multi_css()) && !quirks.has(Quirks::NO_NS_DESC_LIST) {
-            let cmd = Command::identify(cns::NS_DESC_LIST, nsid, 0);
-            match self.hw.try_admin_read(cmd) {
-                Ok(data) => {
-                    ids = NsIds::from_descriptors(&data);
-                    listed = true;
-                }
-                Err(e) => dev_warn!(
-                    self.hw.pdev.as_ref(),
-                    "rnvme{}n{nsid}: Identify (Namespace Identification Descriptors) failed: {e}\n",
-                    self.hw.instance
                 ),
+                (Ok(_), _) => {}
+                // The first command that failed fails the scan, once every other
+                // namespace is in place.
+                (Err(e), _) => {
+                    if failed.is_ok() {
+                        failed = Err(e);
+                    }
+                }
             }
         }
-        if quirks.has(Quirks::BOGUS_NID) {
-            let ids = NsIds {
-                csi: ids.csi,
-                csi_reported: ids.csi_reported,
-                ..NsIds::default()
-            };
-            return (ids, listed);
-        }
-        ids.fill_from_identify(nid.eui64, nid.nguid, ver);
-        (ids, listed)
+        failed
     }
 
     /// Namespace `nsid`'s metadata format (`nid`: its Identify Namespace data), as C's
     /// `nvme_configure_metadata`: the guard of its protection information from the NVM
     /// Command Set Identify Namespace data where the controller has extended LBA formats
     /// (else, or if that cannot be read, a 16-bit guard).
-    fn metadata(&self, nsid: u32, nid: &IdentifyNamespace) -> Metadata {
+    pub(crate) fn metadata(&self, nsid: u32, nid: &IdentifyNamespace) -> Result<Metadata> {
         let (ms, cns_1_0) = (nid.lbaf.ms, self.hw.quirks().has(Quirks::IDENTIFY_CNS));
         let guard = if ms != 0
             && self.id.elbas()
@@ -411,7 +165,8 @@ impl<'b> Shared<'b> {
                 .try_admin_read(Command::identify(cns::CS_NAMESPACE, nsid, 0))
             {
                 Ok(data) => pi::guard_from_nvm_ns(&data, nid.lbaf_index),
-                Err(e) => {
+                // Refused, or lost itself (its timeout resets the controller).
+                Err(e @ (CmdError::Status(_) | CmdError::Timeout)) => {
                     dev_warn!(
                         self.hw.dev(),
                         "rnvme{}n{nsid}: Identify Namespace (NVM) failed: {e}: 16-bit guard assumed\n",
@@ -419,11 +174,14 @@ impl<'b> Shared<'b> {
                     );
                     Guard::Crc16
                 }
+                // Taken back by a reset for another command, or the controller gone: the
+                // guard is not known.
+                Err(e) => return Err(e.into()),
             }
         } else {
             Guard::Crc16
         };
-        Metadata::new(ms, nid.extended_lba, nid.dps, guard)
+        Ok(Metadata::new(ms, nid.extended_lba, nid.dps, guard))
     }
 
     /// Identifies the namespace of disk `d` again and applies a changed format or size to
@@ -449,7 +207,10 @@ impl<'b> Shared<'b> {
                 return false;
             }
         };
-        let meta = self.metadata(nsid, &nid);
+        // A lost command keeps the disk as it is, as a failed Identify does.
+        let Ok(meta) = self.metadata(nsid, &nid) else {
+            return true;
+        };
         if ns.metadata().copied() != (meta.ms != 0).then_some(meta) {
             // Fixed for a disk's life, as zones.
             dev_info!(
@@ -627,45 +388,5 @@ impl<'b> Shared<'b> {
             return Err(EBUSY);
         }
         self.scan_namespaces()
-    }
-}
-
-/// ", zoned: N zones of X MiB" for a zoned disk's log line (nothing for another).
-struct ZonedDisplay(Option<Zoned>, u32);
-
-impl kernel::fmt::Display for ZonedDisplay {
-    fn fmt(&self, f: &mut kernel::fmt::Formatter<'_>) -> kernel::fmt::Result {
-        match self.0 {
-            Some(z) => write!(
-                f,
-                ", zoned: {} KiB zones, {} open, {} active at most (0: no limit)",
-                (z.info.zone_blocks * u64::from(self.1)) >> 10,
-                z.info.max_open,
-                z.info.max_active
-            ),
-            None => Ok(()),
-        }
-    }
-}
-
-/// ", N-byte metadata ..." for a disk's log line (nothing without metadata): its protection
-/// information, and whether the block layer provides it (else the controller inserts and
-/// strips it).
-struct MetaDisplay(Option<(Metadata, bool)>);
-
-impl kernel::fmt::Display for MetaDisplay {
-    fn fmt(&self, f: &mut kernel::fmt::Formatter<'_>) -> kernel::fmt::Result {
-        let Some((m, buffers)) = self.0 else {
-            return Ok(());
-        };
-        write!(f, ", {}-byte metadata", m.ms)?;
-        if m.pi_type != 0 {
-            let guard = if m.guard64 { 64 } else { 16 };
-            write!(f, ", PI type {} ({guard}-bit guard)", m.pi_type)?;
-        }
-        if !buffers {
-            f.write_str(", inserted and stripped by the controller")?;
-        }
-        Ok(())
     }
 }

@@ -6,6 +6,7 @@
 //! modelled on its neighbours in `rust/kernel/`, keeps its invariants in its type, and has a
 //! `// SAFETY:` comment on every `unsafe` block; the driver above it is safe Rust.
 
+pub(crate) mod async_scope;
 pub(crate) mod barrier;
 pub(crate) mod block;
 pub(crate) mod chardev;

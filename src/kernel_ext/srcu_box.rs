@@ -84,12 +84,41 @@ impl<T> SrcuBox<T> {
     /// Replaces the value, then waits for readers of the old one and frees it. Must not be
     /// called inside a read-side section of this box.
     pub(crate) fn replace(&self, value: KBox<T>) {
-        // INVARIANT: the new pointer comes from `KBox::into_raw`; the old one is freed after
-        // a grace period that starts after the exchange.
+        drop(self.exchange(value));
+    }
+
+    /// Replaces the value; the old one is freed when the returned [`Retired`] is dropped,
+    /// after the readers of it: a writer under a spinlock of its own drops the lock first
+    /// (and writers side by side share their grace periods). Upstream candidate.
+    pub(crate) fn exchange(&self, value: KBox<T>) -> Retired<'_, T> {
+        // INVARIANT: the new pointer comes from `KBox::into_raw`; the old one is freed by
+        // `Retired::drop` after a grace period that starts after the exchange.
         let old = self.ptr.xchg(KBox::into_raw(value).cast::<()>(), Release);
+        Retired {
+            srcu: &self.srcu,
+            old: old.cast::<T>(),
+        }
+    }
+}
+
+/// An old value of an [`SrcuBox`], freed after its readers when dropped (which may sleep: not
+/// inside a read-side section of the box, nor under a spinlock).
+///
+/// # Invariants
+///
+/// `old` came from `KBox::into_raw`, is no longer the box's value, and is owned here.
+pub(crate) struct Retired<'a, T> {
+    srcu: &'a Srcu,
+    old: *mut T,
+}
+
+impl<T> Drop for Retired<'_, T> {
+    fn drop(&mut self) {
+        // Readers that loaded `old` did so before the exchange: this waits for them.
         self.srcu.synchronize();
-        // SAFETY: `old` came from `KBox::into_raw` and no reader can still hold it.
-        drop(unsafe { KBox::from_raw(old.cast::<T>()) });
+        // SAFETY: `old` came from `KBox::into_raw`, is owned here (type invariant), and no
+        // reader can still hold it.
+        drop(unsafe { KBox::from_raw(self.old) });
     }
 }
 

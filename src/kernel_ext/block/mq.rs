@@ -54,7 +54,7 @@ mod tag_set;
 mod zoned;
 
 pub(crate) use completion::CompletionBatch;
-pub(crate) use disks::Disks;
+pub(crate) use disks::{DiskAdder, Disks, DisksScan};
 pub(crate) use dma_map::{Mapping, MAX_SEGMENTS};
 pub(crate) use gen_disk::{DiskArc, DiskRef, Limits, NewDisk};
 pub(crate) use integrity::Integrity;

@@ -22,12 +22,15 @@ use super::{
     gen_disk::{DiskArc, DiskRef, GenDisk, NewDisk},
     Operations, TagSet,
 };
-use crate::kernel_ext::{srcu_box::SrcuBox, sync::MemallocNoio};
-use core::sync::atomic::{AtomicBool, Ordering::SeqCst};
+use crate::kernel_ext::{async_scope, srcu_box::SrcuBox, sync::MemallocNoio};
+use core::{
+    cell::Cell,
+    sync::atomic::{AtomicBool, Ordering::SeqCst},
+};
 use kernel::{
     bindings, new_mutex,
     prelude::*,
-    sync::{Arc, Mutex, MutexGuard, UniqueArc},
+    sync::{Arc, Mutex, MutexGuard, SpinLock, UniqueArc},
 };
 
 /// A list of disks.
@@ -115,13 +118,68 @@ impl<'a, T: Operations> Disks<'a, T> {
     /// newly marked. Takes no lock (a dying controller's scan may be waiting for I/O only
     /// this ends); may wait for the file systems on the disks. Upstream candidate.
     pub(crate) fn mark_disks_dead(&self) -> usize {
-        // Before the list is read; `DisksScan::add_disk` reads it after publishing.
+        // Before the list is read; `DisksScan::add_disks` reads it after publishing.
         self.dead.store(true, SeqCst);
         let listed = self.listed.read();
         listed
             .iter()
             .filter(|d| d.listed() && d.mark_dead())
             .count()
+    }
+}
+
+/// What one `build` of [`DisksScan::add_disks`] adds its disk with. Upstream candidate.
+pub(crate) struct DiskAdder<'s, 'a, T: Operations> {
+    disks: &'s Disks<'a, T>,
+    /// The writers' list (the scan lock is held by `add_disks`' caller), for the disks to
+    /// be listed one at a time as they are added.
+    publish: &'s SpinLock<List<'a, T>>,
+    /// Most disks the list can then hold (room was reserved for all).
+    cap: usize,
+    /// Whether the disk was added.
+    added: Cell<Option<Result>>,
+}
+
+impl<'a, T: Operations> DiskAdder<'_, 'a, T> {
+    /// Adds a disk called `name` of `sectors` 512-byte sectors (it appears in /dev), as a
+    /// child of `parent`, and lists it for lookups once added. One disk per adder (`EBUSY`
+    /// for a second one).
+    ///
+    /// `fault` is for fault injection: an error there is reported in place of
+    /// `device_add_disk`'s result, so tests walk the path where adding the disk fails (not
+    /// part of an upstream version).
+    pub(crate) fn add_disk(&self, disk: NewDisk<'_, 'a, T>, fault: Result) -> Result {
+        if self.added.get().is_some() {
+            return Err(EBUSY);
+        }
+        let r = self.add(disk, fault);
+        self.added.set(Some(r));
+        r
+    }
+
+    fn add(&self, disk: NewDisk<'_, 'a, T>, fault: Result) -> Result {
+        // Everything the listing needs is allocated first: once added, the disk is listed.
+        let mut next = KBox::new(KVec::with_capacity(self.cap, GFP_KERNEL)?, GFP_KERNEL)?;
+        let slot = UniqueArc::new_uninit(GFP_KERNEL)?;
+        let disk = Arc::from(slot.write(GenDisk::new(&self.disks.set, disk, fault)?));
+        disk.set_listed(true);
+        let retired = {
+            let mut list = self.publish.lock();
+            list.push_within_capacity(disk.clone())
+                .map_err(|_| ENOMEM)?;
+            for d in list.iter().filter(|d| d.listed()) {
+                next.push_within_capacity(d.clone()).map_err(|_| ENOMEM)?;
+            }
+            self.disks.listed.exchange(next)
+        };
+        // The old copy goes after its readers, outside the spinlock.
+        drop(retired);
+        // After the publication (a full barrier): a controller marked dead before it saw
+        // the old list, so its marking missed this disk.
+        if self.disks.dead.load(SeqCst) {
+            disk.mark_dead();
+        }
+        Ok(())
     }
 }
 
@@ -143,31 +201,55 @@ impl<'s, 'a, T: Operations> DisksScan<'s, 'a, T> {
         Ok(KBox::new(v, GFP_KERNEL)?)
     }
 
-    /// Adds a disk called `name` of `sectors` 512-byte sectors (it appears in /dev), as a
-    /// child of `parent`, and lists it for lookups once added.
-    ///
-    /// `fault` is for fault injection: an error there is reported in place of
-    /// `device_add_disk`'s result, so tests walk the path where adding the disk fails (not
-    /// part of an upstream version).
-    pub(crate) fn add_disk(&mut self, disk: NewDisk<'_, 'a, T>, fault: Result) -> Result {
-        // Everything the listing needs is allocated first: once added, the disk is listed.
-        self.list.reserve(1, GFP_KERNEL)?;
-        let mut next = self.copy(1)?;
-        let slot = UniqueArc::new_uninit(GFP_KERNEL)?;
-        let disk = Arc::from(slot.write(GenDisk::new(&self.disks.set, disk, fault)?));
-        disk.set_listed(true);
-        next.push_within_capacity(disk.clone())
-            .map_err(|_| ENOMEM)?;
-        self.list
-            .push_within_capacity(disk.clone())
-            .map_err(|_| ENOMEM)?;
-        self.disks.listed.replace(next);
-        // After the publication (a full barrier): a controller marked dead before it saw
-        // the old list, so its marking missed this disk.
-        if self.disks.dead.load(SeqCst) {
-            disk.mark_dead();
+    /// Adds disks side by side, as C's asynchronous namespace scan: `build(i, adder)` for
+    /// each `i` below `n` runs on an async worker (the scan lock held here meanwhile) and
+    /// may add one disk through `adder` (it appears in /dev, and is listed for lookups at
+    /// once). Returns what each `build` returned and whether its disk was added (its error
+    /// if adding it failed), in the order of `i`. Upstream candidate.
+    pub(crate) fn add_disks<X: Send>(
+        &mut self,
+        n: usize,
+        build: impl Fn(usize, &DiskAdder<'_, 'a, T>) -> X + Sync,
+    ) -> Result<KVec<(X, Option<Result>)>>
+    where
+        for<'x> T::DiskData<'x>: Send + Sync,
+        T::SetData<'static>: Send + Sync,
+    {
+        // Everything but each disk's copy of the list for the readers is allocated first.
+        self.list.reserve(n, GFP_KERNEL)?;
+        let mut out = KVec::with_capacity(n, GFP_KERNEL)?;
+        let mut slots: KVec<Option<(X, Option<Result>)>> = KVec::with_capacity(n, GFP_KERNEL)?;
+        for _ in 0..n {
+            slots.push(None, GFP_KERNEL)?;
         }
-        Ok(())
+        let (disks, cap) = (self.disks, self.list.len() + n);
+        // The writers' list moves under a spinlock of the workers' meanwhile (nobody else
+        // reads it: the caller holds the scan lock).
+        let publish = KBox::pin_init(
+            kernel::new_spinlock!(core::mem::take(&mut *self.list)),
+            GFP_KERNEL,
+        )?;
+        let (publish_ref, build) = (&*publish, &build);
+        async_scope::scope(|s| {
+            for (i, slot) in slots.iter_mut().enumerate() {
+                s.spawn(move || {
+                    let adder = DiskAdder {
+                        disks,
+                        publish: publish_ref,
+                        cap,
+                        added: Cell::new(None),
+                    };
+                    let x = build(i, &adder);
+                    *slot = Some((x, adder.added.into_inner()));
+                });
+            }
+        });
+        core::mem::swap(&mut *publish.lock(), &mut *self.list);
+        for slot in slots.into_iter().flatten() {
+            // Room for every slot was made above.
+            let _ = out.push_within_capacity(slot);
+        }
+        Ok(out)
     }
 
     /// Removes (as [`Self::remove_disks`]) every disk whose data does not satisfy `keep`.

@@ -439,8 +439,8 @@ unsafe fn update_limits(
     kernel::error::to_result(ret)
 }
 
-/// What [`DisksScan::add_disk`](super::DisksScan::add_disk) makes a disk of (upstream: `GenDiskBuilder`'s settings and
-/// `build`'s arguments). Upstream candidate: queue limits beyond the block sizes, the parent
+/// What [`DiskAdder::add_disk`](super::DiskAdder::add_disk) makes a disk of (upstream:
+/// `GenDiskBuilder`'s settings and `build`'s arguments). Upstream candidate: queue limits beyond the block sizes, the parent
 /// device and a per-disk `private_data`.
 pub(crate) struct NewDisk<'n, 'a, T: Operations> {
     pub(crate) limits: Limits,
