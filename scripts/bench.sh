@@ -12,10 +12,12 @@
 #   BENCH_RUNTIME=2      seconds per fio run
 #   BENCH_QUICK=1        2 repetitions of 1 s, fewer sweep points: a smoke run
 #   BENCH_OUT=out/bench  where the console log, JSON, table and plot go
-#   BENCH_PUBLISH=1      also copy the run (table, plot, JSON) to bench/results/, the table into docs/benchmark.md
+#   BENCH_PUBLISH=1      also copy the run (table, plot, JSON) to bench/results/, the tables into docs/benchmark.md
 #   BENCH_RNVME_ARGS=    extra rnvme module parameters (to measure an option against C)
 #   BENCH_C_ARGS=        extra nvme (C driver) module parameters (the same option on C)
 #   BENCH_COST_ONLY=1    only the counted cost per I/O (the cost VM, a few minutes)
+#   BENCH_SCALE_ONLY=1   only the scale table (the scale VM: 8 vCPUs, 8 controllers)
+#   BENCH_SCALE_REPS=3   repetitions in the scale VM
 #   BENCH_ONLY=REGEX     only the workloads REGEX matches, no cost VM (to try one out)
 #   BENCH_COST_IOS=20000 reads per driver and repetition in the cost VM
 #   BENCH_KERNEL=base    the guest kernel: base, or inline (helpers inlined, clang-22)
@@ -57,7 +59,7 @@ qemu=$(qemu-system-x86_64 --version | head -1)
 kver=$(make -s -C "$("$RNVME_ROOT/scripts/kdir.sh" "$KFLAVOUR")" kernelversion 2>/dev/null || echo "?")
 MACHINE="$(nproc) host cores ($cpu), $(($(grep MemTotal /proc/meminfo | awk '{print $2}') / 1048576)) GiB; $qemu, TCG, $(nproc) vCPUs; guest kernel $kver ($KFLAVOUR, clang-$(llvm_version "$KFLAVOUR"))"
 say "machine: $MACHINE"
-if [ -z "${BENCH_COST_ONLY:-}" ]; then
+if [ -z "${BENCH_COST_ONLY:-}${BENCH_SCALE_ONLY:-}" ]; then
 	say "benchmark VM: $REPS repetitions (log: $OUT/console.log)"
 	start=$(date +%s)
 	rc=0
@@ -77,7 +79,7 @@ fi
 # on a real device; the plugin's per-block counts (profile=on) let the report leave out
 # the idle loop and the scheduler (scripts/cost_scope.py).
 COST_ARGS=()
-if [ -z "${BENCH_ONLY:-}" ]; then
+if [ -z "${BENCH_ONLY:-}${BENCH_SCALE_ONLY:-}" ]; then
 	mkdir -p "$RNVME_ROOT/out/plugins"
 	gcc -O2 -shared -fPIC -Wall -Werror -o "$RNVME_ROOT/out/plugins/icount.so" \
 		"$RNVME_ROOT/qemu/plugins/icount.c" || die "building the icount plugin failed"
@@ -97,21 +99,62 @@ if [ -z "${BENCH_ONLY:-}" ]; then
 	COST_ARGS=(--cost-console "$OUT/cost-console.log" --cost-marks "$OUT/cost-marks.txt")
 fi
 
+# Scale: each driver alone on the same eight controllers (the first with 64 namespaces,
+# the others one), queues for 8 vCPUs (the kernel's NR_CPUS), the work on as many online as
+# the host has cores: memory once every disk is up, time to every disk, time to unbind, at
+# C's default queue depth and a quarter of it (qemu/guest/scale.sh).
+SCALE_ARGS=()
+if [ -z "${BENCH_ONLY:-}${BENCH_COST_ONLY:-}" ]; then
+	say "scale VM: 8 vCPUs, 8 controllers (log: $OUT/scale-console.log)"
+	start=$(date +%s)
+	rc=0
+	"$RNVME_ROOT/qemu/run" --flavour "$KFLAVOUR" --quiet --log "$OUT/scale-console.log" \
+		--timeout 3600 --smp 8 --ctrls 8 --ns-of 0:64 --backend null --size 64M \
+		-- "CHECK=0 REPS=${BENCH_SCALE_REPS:-3} ONLINE=$(nproc) sh /guest/scale.sh" >"$OUT/scale-run.log" 2>&1 || rc=$?
+	say "scale VM finished in $(($(date +%s) - start)) s (exit $rc)"
+	grep -q RNVME-SCALE-DONE "$OUT/scale-console.log" ||
+		die "the scale run did not finish: $(tail -5 "$OUT/scale-run.log")"
+	SCALE_ARGS=(--scale-console "$OUT/scale-console.log")
+fi
+
 status=0
 KDIR_K=$("$RNVME_ROOT/scripts/kdir.sh" "$KFLAVOUR")
-if [ -n "${BENCH_COST_ONLY:-}" ]; then
+if [ -n "${BENCH_COST_ONLY:-}${BENCH_SCALE_ONLY:-}" ]; then
 	set -- --cost-only
 else
 	set -- "$OUT/console.log"
 fi
-python3 "$RNVME_ROOT/scripts/bench_report.py" "$@" --json "$OUT/results.json" "${COST_ARGS[@]}" \
+python3 "$RNVME_ROOT/scripts/bench_report.py" "$@" --json "$OUT/results.json" "${COST_ARGS[@]}" "${SCALE_ARGS[@]}" \
 	--system-map "$KDIR_K/System.map" --kdir "$KDIR_K" --throttle-mbps "$THROTTLE_MBPS" \
 	--markdown "$OUT/table.md" --plot "$OUT/sweeps.png" --machine "$MACHINE" \
 	--command "make bench ($GUEST_ENV)" || status=$?
 echo "$MACHINE" >"$OUT/machine.txt"
 say "results: $OUT/results.json, $OUT/table.md$([ ! -f "$OUT/sweeps.png" ] || echo ", $OUT/sweeps.png")"
 
-if [ -n "${BENCH_PUBLISH:-}" ] && [ -z "${BENCH_COST_ONLY:-}${BENCH_ONLY:-}" ] && [ $status -eq 0 ]; then
+# The scale table has a block of its own in docs/benchmark.md (BENCH_SCALE_ONLY=1 publishes
+# it alone).
+if [ -n "${BENCH_PUBLISH:-}" ] && [ -f "$OUT/scale.md" ] && [ ${#SCALE_ARGS[@]} -gt 0 ] &&
+	[ $status -eq 0 ] && [ "$KFLAVOUR" = base ]; then
+	python3 - "$RNVME_ROOT/docs/benchmark.md" "$OUT/scale.md" "$MACHINE" "$(date -u +%Y-%m-%d)" \
+		"$(git -C "$RNVME_ROOT" rev-parse --short HEAD)" <<'PY'
+import re, sys
+doc, table, machine, day, commit = sys.argv[1:]
+text = open(doc).read()
+block = (f"<!-- scale-begin -->\nMeasured {day} at commit {commit} on {machine}, with "
+         f"`BENCH_SCALE_ONLY=1 make bench` (three repetitions).\n\n" + open(table).read()
+         + "<!-- scale-end -->")
+new, n = re.subn("<!-- scale-begin -->.*<!-- scale-end -->", lambda m: block, text, flags=re.S)
+if n:
+    open(doc, "w").write(new)
+else:
+    print("docs/benchmark.md has no <!-- scale-begin --> block: scale table not published there",
+          file=sys.stderr)
+PY
+	say "scale table published to docs/benchmark.md"
+fi
+
+if [ -n "${BENCH_PUBLISH:-}" ] && [ -z "${BENCH_COST_ONLY:-}${BENCH_ONLY:-}${BENCH_SCALE_ONLY:-}" ] &&
+	[ $status -eq 0 ]; then
 	# The base kernel's results are docs/benchmark.md's main table; the inline kernel's its own.
 	tag=bench
 	[ "$KFLAVOUR" = base ] || tag=bench-$KFLAVOUR

@@ -229,6 +229,75 @@ def cost_table(cost):
     return rows, ratio
 
 
+# The scale VM's figures (qemu/guest/scale.sh's RNVME-SCALE lines): key, title, unit.
+SCALE_FIGURES = (
+    ("bringup_ms", "time to every disk", "ms"),
+    ("unbind_ms", "time to unbind (rmmod)", "ms"),
+    ("mem_kib", "memory, every controller", "KiB"),
+    ("per_ctrl_kib", "memory per one-namespace controller", "KiB"),
+    ("per_queue_kib", "memory per I/O queue", "KiB"),
+    ("per_ns_kib", "memory per further namespace", "KiB"),
+)
+
+
+def parse_scale(path):
+    """The scale VM's samples: one dict per RNVME-SCALE line (driver, depth, figures), and
+    its setup line's fields."""
+    samples, setup = [], {}
+    with open(path, errors="replace") as f:
+        for line in f:
+            m = re.search(r"RNVME-SCALE(-SETUP)? (.*)", line)
+            if not m:
+                continue
+            fields = dict(kv.split("=", 1) for kv in m.group(2).split() if "=" in kv)
+            if m.group(1):
+                setup = fields
+                continue
+            sample = {"driver": fields.get("driver", "?")}
+            for k, v in fields.items():
+                if k != "driver":
+                    try:
+                        sample[k] = int(v)
+                    except ValueError:
+                        sample[k] = v
+            samples.append(sample)
+    return samples, setup
+
+
+def scale_table(samples):
+    """Rows of the scale table: per depth and figure the median of each driver and the
+    rnvme/nvme ratio of the medians (lower is better for every figure)."""
+    rows = [["scale", "rnvme", "nvme", "rnvme / nvme", "reps"]]
+    for depth in sorted({s["depth"] for s in samples if isinstance(s.get("depth"), int)}):
+        at = [s for s in samples if s.get("depth") == depth]
+        q = statistics.median(s.get("queues", 0) for s in at)
+        rows.append([f"io_queue_depth={depth} ({at[0].get('ctrls', '?')} controllers, "
+                     f"{at[0].get('namespaces', '?')} namespaces, {q:.0f} I/O queues)",
+                     "", "", "", ""])
+        for key, title, unit in SCALE_FIGURES:
+            med = {}
+            for d in ("rnvme", "nvme"):
+                vals = [s[key] for s in at if s["driver"] == d and isinstance(s.get(key), int)]
+                if vals:
+                    med[d] = statistics.median(vals)
+            reps = min((sum(1 for s in at if s["driver"] == d) for d in ("rnvme", "nvme")),
+                       default=0)
+            ratio = (f"{med['rnvme'] / med['nvme']:.2f}"
+                     if len(med) == 2 and med["nvme"] > 0 else "-")
+            rows.append([f"  {title} ({unit})", f"{med.get('rnvme', '-'):.0f}"
+                         if "rnvme" in med else "-",
+                         f"{med['nvme']:.0f}" if "nvme" in med else "-", ratio, str(reps)])
+    return rows
+
+
+def scale_markdown(rows, setup):
+    """The scale table in Markdown, with what the VM had."""
+    return (f"Scale ({setup.get('vcpus', '?')} vCPUs, the queues of each driver one per "
+            f"vCPU, {setup.get('online', '?')} of them online for the work; each driver alone "
+            "on the same controllers; memory it holds once every disk is up, caches dropped; "
+            "lower is better):\n\n" + markdown(rows) + "\n")
+
+
 def bootstrap_median(xs, n=10000, seed=1):
     """Median of xs and a 95% percentile-bootstrap interval of it (fixed seed: repeatable)."""
     med = statistics.median(xs)
@@ -481,7 +550,8 @@ def main():
     p.add_argument("--cost-marks", help="the icount plugin's marks file")
     p.add_argument("--system-map", help="the guest kernel's System.map (driver path figure)")
     p.add_argument("--kdir", help="the guest kernel's build directory (driver path figure)")
-    p.add_argument("--cost-only", action="store_true", help="no fio results: the cost table")
+    p.add_argument("--scale-console", help="console log of the scale VM (qemu/guest/scale.sh)")
+    p.add_argument("--cost-only", action="store_true", help="no fio results: the cost and scale tables")
     p.add_argument("--throttle-mbps", type=float, default=8,
                    help="the write throttle of the *-throttled workloads' disks")
     p.add_argument("--machine", default="", help="one line describing the machine")
@@ -536,6 +606,17 @@ def main():
         else:
             print("no cost results (icount plugin marks missing)")
             failed.append({"workload": "cost", "driver": "-", "rep": 0, "error": "no marks"})
+    scale, scale_rows, scale_setup = [], None, {}
+    if a.scale_console:
+        scale, scale_setup = parse_scale(a.scale_console)
+        if scale:
+            scale_rows = scale_table(scale)
+            print()
+            print("Scale (memory the driver holds once every disk is up, caches dropped):")
+            print_table(scale_rows)
+        else:
+            print("no scale results")
+            failed.append({"workload": "scale", "driver": "-", "rep": 0, "error": "no results"})
     if failed:
         print(f"{len(failed)} run(s) failed or were unreadable:")
         for s in failed[:10]:
@@ -544,7 +625,8 @@ def main():
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"machine": a.machine, "command": a.command, "samples": samples,
-                       "summary": summary, "cost_samples": cost, "cost_ratio": cost_ratio},
+                       "summary": summary, "cost_samples": cost, "cost_ratio": cost_ratio,
+                       "scale_samples": scale, "scale_setup": scale_setup},
                       f, indent=1, sort_keys=True)
     if a.markdown:
         with open(a.markdown, "w") as f:
@@ -559,6 +641,12 @@ def main():
             if cost_rows:
                 f.write("Cost per I/O, counted (QEMU TCG plugin, guest kernel instructions "
                         "per 4 KiB read at QD1, 1 vCPU):\n\n" + markdown(cost_rows) + "\n")
+            if scale_rows:
+                f.write("\n" + scale_markdown(scale_rows, scale_setup))
+        if scale_rows:
+            with open(os.path.join(os.path.dirname(os.path.abspath(a.markdown)), "scale.md"),
+                      "w") as f:
+                f.write(scale_markdown(scale_rows, scale_setup))
     if a.plot:
         if plot(summary, a.plot):
             print(f"plot: {a.plot}")

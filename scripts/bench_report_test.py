@@ -60,6 +60,28 @@ def plot_checks(tmp):
            f"drawn={drawn}, plot left {os.path.exists(png)}")
 
 
+def scale_checks(tmp):
+    """(name, passed, why) for the scale table from a made-up scale console: medians per
+    driver and depth, the ratio of the medians, a garbled line ignored."""
+    sys.path.insert(0, os.path.join(ROOT, "scripts"))
+    import bench_report
+    console = os.path.join(tmp, "scale-console.log")
+    with open(console, "w") as f:
+        f.write("RNVME-SCALE-SETUP vcpus=16 ctrls=8 big=0000:00:04.0 ns_big=64\n")
+        for rep, (r, c) in enumerate(((900, 1000), (1100, 1000), (1000, 3000))):
+            for d, q in (("rnvme", r), ("nvme", c)):
+                f.write(f"[ 1.0] RNVME-SCALE driver={d} depth=256 ctrls=8 namespaces=71 "
+                        f"queues=128 bringup_ms=500 unbind_ms=100 mem_kib=9000 "
+                        f"per_ctrl_kib=1000 per_queue_kib={q} per_ns_kib=12\n")
+        f.write("RNVME-SCALE driver=rnvme depth=oops\n")
+    samples, setup = bench_report.parse_scale(console)
+    rows = bench_report.scale_table(samples)
+    per_queue = [r for r in rows if r[0].strip().startswith("memory per I/O queue")]
+    want = [["  memory per I/O queue (KiB)", "1000", "1000", "1.00", "3"]]
+    yield ("bench_scale_table_medians", setup.get("vcpus") == "16" and per_queue == want,
+           f"setup {setup}, rows {per_queue}")
+
+
 def main():
     checks = [
         ("bench_clocksource_kept_passes", "tsc-early", "tsc", lambda rc, out: rc == 0),
@@ -76,6 +98,8 @@ def main():
             else:
                 tail = " | ".join(out.strip().splitlines()[-3:])
                 print(f"FAIL {name}: bench_report exited {rc}: {tail}")
+        for name, ok, why in scale_checks(tmp):
+            print(f"PASS {name}" if ok else f"FAIL {name}: {why}")
         for name, ok, why in plot_checks(tmp):
             print(f"PASS {name}" if ok else f"FAIL {name}: {why}")
 

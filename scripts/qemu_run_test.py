@@ -116,6 +116,18 @@ def one_vcpu_keeps_barriers(tmp, kdir):
     return f"rc {rc}, {rc2}; -smp with --maxcpus 2: {' -smp 1,maxcpus=2 ' in asked}"
 
 
+def ns_of_sets_one_controllers_namespaces(tmp, kdir):
+    """--ns-of CTRL:N gives controller CTRL N namespaces and leaves the others --ns (the
+    scale scenario's one controller with many namespaces)."""
+    rc, n, _t = run(tmp, kdir, INIT, INIT, extra=["--ctrls", "3", "--ns", "2", "--ns-of", "1:5"])
+    with open(os.path.join(tmp, "starts.args")) as f:
+        args = f.read()
+    per = [args.count(f"bus=nvme{c},") for c in range(3)]
+    if rc == 0 and n == 1 and per == [2, 5, 2]:
+        return None
+    return f"rc {rc}, QEMU started {n} times, namespaces per controller {per} (want [2, 5, 2])"
+
+
 def retried_boot_starts_a_new_trace(tmp, kdir):
     """A boot booted again keeps only its own trace: the failed boot's firmware enabled
     each controller too, and a count from the trace's start took those in (seen: 71
@@ -212,6 +224,9 @@ def main():
         why = retried_boot_starts_a_new_trace(tmp, kdir)
         print("PASS retried_boot_starts_a_new_trace" if why is None
               else f"FAIL retried_boot_starts_a_new_trace: {why}")
+        why = ns_of_sets_one_controllers_namespaces(tmp, kdir)
+        print("PASS ns_of_sets_one_controllers_namespaces" if why is None
+              else f"FAIL ns_of_sets_one_controllers_namespaces: {why}")
         why = one_vcpu_keeps_barriers(tmp, kdir)
         print("PASS one_vcpu_keeps_barriers" if why is None
               else f"FAIL one_vcpu_keeps_barriers: {why}")

@@ -512,6 +512,14 @@ job() {
 	RUNNING[$!]=$name
 	say "VM scenario $name started"
 }
+# alone NAME FUNCTION ARGS...: as job, for a scenario that times the drivers against each
+# other: it starts once no other scenario runs, and the next starts once it has ended.
+alone() {
+	[[ -n ${RNVME_TEST_ONLY:-} && ! $1 =~ $RNVME_TEST_ONLY ]] && return
+	reap_all
+	job "$@"
+	reap_all
+}
 # reap_all: waits for every scenario still running.
 reap_all() {
 	while [ ${#RUNNING[@]} -gt 0 ]; do reap_one; done
@@ -618,6 +626,22 @@ for flavour in $FLAVOURS; do
 		CYCLES=10 SLEEP_ROUNDS=9 SLEEP_FIO_S=6 SPECIAL_ENV='QUICK=1 FIO_SIZE=8M'
 	fi
 
+	# Scale beside the C driver, each alone in turn on the same eight controllers (the first
+	# with many namespaces), queues for 8 vCPUs (the test kernels' NR_CPUS), the work on as
+	# many online as the host has cores: on base, 64 namespaces, depths 256 and 1024, rnvme's
+	# memory per I/O queue within 1.2x C's and its time to every disk within 1.5x C's; on
+	# debug the same bring-ups and unbinds under its checkers, smaller (its memory and times
+	# measure the checkers, not the drivers).
+	# On base it times the drivers against each other: no other VM runs beside it.
+	if [ "$flavour" = base ]; then
+		SCALE_VM=(--smp 8 --ns-of 0:64) SCALE_ENV="CHECK=1 NS_BIG=64 ONLINE=$(nproc)" SCALE_RUN=alone
+	else
+		SCALE_VM=(--smp 4 --ns-of 0:16) SCALE_ENV="CHECK=0 NS_BIG=16 DEPTHS=1024 ONLINE=$(nproc)"
+		SCALE_RUN=job
+	fi
+	"$SCALE_RUN" "scale-$flavour" run_vm "scale-$flavour" "$flavour" \
+		--ctrls 8 "${SCALE_VM[@]}" --backend null \
+		--size 16M --timeout $T -- "$SCALE_ENV sh /guest/scale.sh"
 	# Bring-up: probe, identify, unbind/bind, 20 load cycles, beside the C driver.
 	job "basic-$flavour" run_vm "basic-$flavour" "$flavour" --ctrls $BASIC_CTRLS --ns $BASIC_NS --timeout $T \
 		-- "CTRLS=$BASIC_CTRLS NS=$BASIC_NS SERIAL_PREFIX=rnvme-s sh /guest/basic.sh"
