@@ -472,6 +472,7 @@ fn uring_passthru(
 }
 
 /// The registered buffer command `c` names, if its io_uring command says it has one.
+#[inline]
 fn import_fixed(
     cmd: &UringCmd,
     c: &PassthruCmd,
@@ -482,12 +483,23 @@ fn import_fixed(
     if cmd.flags() & CMD_FIXED == 0 || c.data_len == 0 {
         return Ok(None);
     }
-    let buf = if vec {
-        cmd.import_fixed_vec(c.addr, c.data_len, to_device, issue_flags)?
+    import_registered(cmd, c, vec, to_device, issue_flags).map(Some)
+}
+
+/// The registered buffer of [`import_fixed`], out of line: most commands have none.
+#[cold]
+fn import_registered(
+    cmd: &UringCmd,
+    c: &PassthruCmd,
+    vec: bool,
+    to_device: bool,
+    issue_flags: u32,
+) -> Result<FixedBuf> {
+    if vec {
+        cmd.import_fixed_vec(c.addr, c.data_len, to_device, issue_flags)
     } else {
-        cmd.import_fixed(c.addr, c.data_len, to_device, issue_flags)?
-    };
-    Ok(Some(buf))
+        cmd.import_fixed(c.addr, c.data_len, to_device, issue_flags)
+    }
 }
 
 /// io_uring passthrough of an I/O command on namespace `ns` (`NVME_URING_CMD_IO`, and

@@ -57,6 +57,10 @@ pub(crate) struct Shared<'b> {
     pub(crate) tagset: Option<Arc<TagSet<'b, NvmeBlk>>>,
     pub(crate) hw: Arc<Hw<'b>>,
     pub(crate) id: IdentifyController,
+    /// Most data one passthrough command may move (`ns::max_transfer`): its inputs (MDTS,
+    /// CAP, the DMA mapping limit) never change while the controller is bound, and every
+    /// passthrough command checks it.
+    max_data: u32,
     /// The NVM subsystem, when its namespaces get multipath head disks (`None`: a
     /// single-controller subsystem, or `multipath=0`).
     pub(crate) subsys: Option<Membership>,
@@ -80,6 +84,7 @@ impl<'b> Shared<'b> {
         try_pin_init!(Self {
             hw: hw.clone(),
             id: identify(hw, &irq)?,
+            max_data: ns::max_transfer(id, hw.cap, hw.dma_opt),
             subsys: join_subsystem(hw, id)?,
             effects: (id.lpa & LPA_CMD_EFFECTS != 0)
                 .then(|| read_effects(hw))
@@ -134,7 +139,7 @@ impl<'b> Shared<'b> {
 
     /// Most data one passthrough command may move.
     pub(crate) fn max_data(&self) -> u32 {
-        ns::max_transfer(&self.id, self.hw.cap, self.hw.dma_opt)
+        self.max_data
     }
 
     /// A counted reference to the disk of namespace `key`, if it has one (C's

@@ -57,8 +57,9 @@ pub(crate) struct RqState {
     /// The pool of the list parked in its tag's slot while it is in flight (`LIST_NONE`:
     /// none), so that completions of requests without one skip the pools.
     list: AtomicU8,
-    /// The command of a passthrough request (`REQ_OP_DRV_*`), set by the ioctl.
-    pub(crate) passthru: [AtomicU32; 16],
+    /// The command of a passthrough request (`REQ_OP_DRV_*`), set by the ioctl: its dwords
+    /// in pairs (the lower one in the low half), half the stores and loads of one each.
+    pub(crate) passthru: [AtomicU64; 8],
 }
 
 impl RqState {
@@ -72,7 +73,7 @@ impl RqState {
             aborted: AtomicBool::new(false),
             map_failed_at: AtomicU64::new(0),
             list: AtomicU8::new(LIST_NONE),
-            passthru: [const { AtomicU32::new(0) }; 16],
+            passthru: [const { AtomicU64::new(0) }; 8],
         }
     }
 
@@ -129,15 +130,17 @@ impl RqState {
     /// that fails before it reaches the device ends with no NVMe status and no result.
     pub(crate) fn set_passthru(&self, cmd: &Command) {
         self.set_completion(Status(0), 0, 0);
-        for (d, v) in self.passthru.iter().zip(cmd.dw) {
-            d.store(v, Ordering::Relaxed);
+        for (d, v) in self.passthru.iter().zip(cmd.dw.chunks_exact(2)) {
+            d.store(u64::from(v[0]) | u64::from(v[1]) << 32, Ordering::Relaxed);
         }
     }
 
     pub(crate) fn passthru(&self) -> Command {
         let mut c = Command::default();
-        for (v, d) in c.dw.iter_mut().zip(&self.passthru) {
-            *v = d.load(Ordering::Relaxed);
+        for (v, d) in c.dw.chunks_exact_mut(2).zip(&self.passthru) {
+            let pair = d.load(Ordering::Relaxed);
+            v[0] = pair as u32;
+            v[1] = (pair >> 32) as u32;
         }
         c
     }
