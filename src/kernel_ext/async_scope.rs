@@ -85,11 +85,12 @@ impl<'scope, 'env> Scope<'scope, 'env> {
             return;
         };
         let data = KBox::into_raw(KBox::write(slot, f)).cast::<c_void>();
+        // Without memory for its entry, or with too many entries pending, the C function
+        // runs `call` here. What `f` wrote is seen by `scope`'s caller: the entry leaves the
+        // domain's list under `async_lock` after `f` returned, and the wait reads the list
+        // under it.
         // SAFETY: `call::<F>` takes back the box made here, once; the domain is initialised
-        // and [`scope`] waits for it before `f`'s borrows end (type invariant). (Without
-        // memory for its entry, or with too many entries pending, the function runs `call`
-        // here.) What `f` wrote is seen by `scope`'s caller: the entry leaves the domain's
-        // list under `async_lock` after `f` returned, and the wait reads the list under it.
+        // and [`scope`] waits for it before `f`'s borrows end (type invariant).
         unsafe {
             async_schedule_node_domain(call::<F>, data, bindings::NUMA_NO_NODE, self.domain.get())
         };
