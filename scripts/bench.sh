@@ -100,16 +100,16 @@ if [ -z "${BENCH_ONLY:-}${BENCH_SCALE_ONLY:-}" ]; then
 fi
 
 # Scale: each driver alone on the same eight controllers (the first with 64 namespaces,
-# the others one), queues for 8 vCPUs (the kernel's NR_CPUS), the work on as many online as
+# the others one), queues for 16 possible vCPUs (one per CPU), the work on as many online as
 # the host has cores: memory once every disk is up, time to every disk, time to unbind, at
 # C's default queue depth and a quarter of it (qemu/guest/scale.sh).
 SCALE_ARGS=()
 if [ -z "${BENCH_ONLY:-}${BENCH_COST_ONLY:-}" ]; then
-	say "scale VM: 8 vCPUs, 8 controllers (log: $OUT/scale-console.log)"
+	say "scale VM: 16 vCPUs, 8 controllers (log: $OUT/scale-console.log)"
 	start=$(date +%s)
 	rc=0
 	"$RNVME_ROOT/qemu/run" --flavour "$KFLAVOUR" --quiet --log "$OUT/scale-console.log" \
-		--timeout 3600 --smp 8 --ctrls 8 --ns-of 0:64 --backend null --size 64M \
+		--timeout 3600 --smp 16 --ctrls 8 --ns-of 0:64 --backend null --size 64M \
 		-- "CHECK=0 REPS=${BENCH_SCALE_REPS:-3} ONLINE=$(nproc) sh /guest/scale.sh" >"$OUT/scale-run.log" 2>&1 || rc=$?
 	say "scale VM finished in $(($(date +%s) - start)) s (exit $rc)"
 	grep -q RNVME-SCALE-DONE "$OUT/scale-console.log" ||

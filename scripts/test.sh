@@ -627,14 +627,14 @@ for flavour in $FLAVOURS; do
 	fi
 
 	# Scale beside the C driver, each alone in turn on the same eight controllers (the first
-	# with many namespaces), queues for 8 vCPUs (the test kernels' NR_CPUS), the work on as
+	# with many namespaces), queues for 16 possible vCPUs (one per CPU), the work on as
 	# many online as the host has cores: on base, 64 namespaces, depths 256 and 1024, rnvme's
 	# memory per I/O queue within 1.2x C's and its time to every disk within 1.5x C's; on
 	# debug the same bring-ups and unbinds under its checkers, smaller (its memory and times
 	# measure the checkers, not the drivers).
 	# On base it times the drivers against each other: no other VM runs beside it.
 	if [ "$flavour" = base ]; then
-		SCALE_VM=(--smp 8 --ns-of 0:64) SCALE_ENV="CHECK=1 NS_BIG=64 ONLINE=$(nproc)" SCALE_RUN=alone
+		SCALE_VM=(--smp 16 --ns-of 0:64) SCALE_ENV="CHECK=1 NS_BIG=64 ONLINE=$(nproc)" SCALE_RUN=alone
 	else
 		SCALE_VM=(--smp 4 --ns-of 0:16) SCALE_ENV="CHECK=0 NS_BIG=16 DEPTHS=1024 ONLINE=$(nproc)"
 		SCALE_RUN=job
