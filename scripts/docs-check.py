@@ -20,8 +20,8 @@ Prints `PASS check` or `FAIL check: why` for each check (scripts/test.sh reports
   number of mutants in scripts/mutants.toml, and docs/testing.md's mutant table
   (between `<!-- mutants-begin -->` and `<!-- mutants-end -->`) lists exactly those
   mutants, in that order, with their scenarios;
-- README.md's module parameter table has a row for every parameter rnvme.rs and
-  src/core/params.rs declare (and none other), with the declared default.
+- README.md's module parameter table has a row for every parameter src/core/params.rs
+  declares (and none other), with the declared default.
 """
 
 import glob
@@ -263,13 +263,15 @@ def parameter_table():
 def check_parameters():
     """README.md's parameter table against the declared parameters and defaults."""
     declared = {}
-    for m in re.finditer(r"(\w+): (?:u32|u64|i32|bool) \{\s*default: ([^,]+),",
-                         strip_rust(read("rnvme.rs"))):
+    src = strip_rust(read("src/core/params.rs"), keep_strings=True)
+    for m in re.finditer(r"module_param_(?:uint|bool)!\(\s*(\w+),\s*([^,]+),", src):
         declared[m.group(1)] = m.group(2).strip()
-    for m in re.finditer(r"module_param_string!\(\s*(\w+),", read("src/core/params.rs")):
+    for m in re.finditer(r"module_param_choice!\(\s*(\w+),\s*\[\s*\"([^\"]*)\"", src):
+        declared[m.group(1)] = m.group(2)
+    for m in re.finditer(r"module_param_string!\(\s*(\w+),", src):
         declared[m.group(1)] = None
     if len(declared) < 2:
-        return ["found no module parameters in rnvme.rs and src/core/params.rs"]
+        return ["found no module parameters in src/core/params.rs"]
     rows = parameter_table()
     if not rows:
         return ["README.md has no `| parameter |` table"]
@@ -278,7 +280,7 @@ def check_parameters():
         if name not in rows:
             bad.append(f"`{name}` has no row in README.md's parameter table")
         elif default is not None and rows[name] != default:
-            bad.append(f"README.md gives `{name}` the default {rows[name]}, rnvme.rs {default}")
+            bad.append(f"README.md gives `{name}` the default {rows[name]}, the code {default}")
     for name in rows:
         if name not in declared:
             bad.append(f"README.md's parameter table has `{name}`, which the code does not declare")

@@ -334,11 +334,69 @@ check data_outside_scratch_untouched sh -c \
 expect_eq state_live_after_fuzz live "$(cat $S/state)"
 image_write host_image ${R}n1 0 1
 
+# --- module parameters in sysfs, as C's ---------------------------------------------------
+# Each parameter both drivers have shows in /sys/module with C's permissions and, where the
+# defaults agree, C's value; a write is checked as at load (the bad one refused with its
+# message, the value kept), and a good one applies at the next bind (QEMU's create-SQ
+# commands below).
+RP=/sys/module/rnvme/parameters
+for n in admin_timeout io_timeout io_queue_depth sgl_threshold write_queues poll_queues \
+	multipath quirks iopolicy; do
+	c=/sys/module/nvme/parameters/$n
+	[ -e $c ] || c=/sys/module/nvme_core/parameters/$n
+	expect_eq "param_${n}_mode_as_c" "$(stat -c %a $c 2>&1)" "$(stat -c %a $RP/$n 2>&1)"
+done
+for n in admin_timeout io_timeout io_queue_depth sgl_threshold write_queues poll_queues \
+	multipath iopolicy; do
+	c=/sys/module/nvme/parameters/$n
+	[ -e $c ] || c=/sys/module/nvme_core/parameters/$n
+	# C shows a bool as Y/N, its iopolicy's name; the same spelling on both.
+	expect_eq "param_${n}_value_as_c" "$(cat $c 2>&1)" "$(cat $RP/$n 2>&1)"
+done
+# param_write_refused NAME VALUE: the write fails, the log names it, the value stays.
+param_write_refused() {
+	before=$(cat $RP/$1)
+	dmesg -c >/dev/null
+	if echo "$2" >$RP/$1 2>/dev/null; then
+		fail "param_write_$1_$2_refused" "the write succeeded"
+	elif ! dmesg | grep -q "$1=$2 is"; then
+		fail "param_write_$1_$2_refused" "no message naming it: $(dmesg | tail -1)"
+	else
+		expect_eq "param_write_$1_$2_refused" "$before" "$(cat $RP/$1)"
+	fi
+}
+param_write_refused io_queue_depth 1
+param_write_refused io_queue_depth 5000
+param_write_refused io_queue_depth abc
+param_write_refused io_timeout 0
+param_write_refused poll_queues 2000
+param_write_refused iopolicy nope
+# C refuses the same depth (and keeps its value).
+if echo 1 >/sys/module/nvme/parameters/io_queue_depth 2>/dev/null; then
+	fail param_write_io_queue_depth_1_refused_by_c "C accepted it"
+else
+	expect_eq param_write_io_queue_depth_1_refused_by_c 1024 "$(cat /sys/module/nvme/parameters/io_queue_depth)"
+fi
+check param_write_iopolicy sh -c "echo round-robin >$RP/iopolicy"
+expect_eq param_iopolicy_written round-robin "$(cat $RP/iopolicy)"
+echo numa >$RP/iopolicy
+check param_write_io_queue_depth sh -c "echo 64 >$RP/io_queue_depth"
+expect_eq param_io_queue_depth_written 64 "$(cat $RP/io_queue_depth)"
+nio=$(($(cat $S/queue_count) - 1))
+trace_mark param_depth_begin ${R}n1
+
 # --- unbind with open files, rebind ----------------------------------------------------------
 run_helper nvme_ioctl_unbind_ran nvme-ioctl unbind "$PCI" $R ${R}n1
 check chardev_gone_after_unbind test ! -e $R
 echo "$PCI" >/sys/bus/pci/drivers/rnvme/bind
 wait_for 10 disk_live /dev/rnvme0n1
+# The depth written above: every I/O submission queue of the new bind has 64 entries.
+trace_mark param_depth_end ${R}n1
+trace_expect param_io_queue_depth_applies_at_bind param_depth_begin param_depth_end eq $nio \
+	"pci_nvme_create_sq .* qsize=63,"
+trace_expect param_io_queue_depth_every_queue param_depth_begin param_depth_end eq $nio \
+	"pci_nvme_create_sq "
+echo 1024 >$RP/io_queue_depth
 check id_ctrl_after_rebind nvme id-ctrl $R
 check generic_devices_after_rebind test -c ${G}n1 -a -c ${G}n2
 check rmmod rmmod rnvme

@@ -1,12 +1,16 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! Module parameters: range checks at load time, so a bad value fails `insmod` with a
-//! message that names the parameter instead of misbehaving later; and the values they
-//! choose among (the multipath `Policy`, the queue depth bound), below every user.
+//! Module parameters, shown in `/sys/module/rnvme/parameters/` with the C driver's
+//! permissions: writable where C's are (a write is checked as at load and applies to the
+//! controllers and heads set up after it, as C's), read-only elsewhere. A bad value fails
+//! `insmod`, or the write, with a message that names the parameter instead of misbehaving
+//! later. Also the values they choose among (the multipath `Policy`, the queue depth bound),
+//! below every user.
 
 use crate::{
-    kernel_ext::module_param::module_param_string,
-    module_parameters as p,
+    kernel_ext::module_param::{
+        module_param_bool, module_param_choice, module_param_string, module_param_uint,
+    },
     spec::{
         command::io_cid,
         quirks::{find_override, parse_quirk_param, Quirks},
@@ -14,20 +18,128 @@ use crate::{
 };
 use kernel::prelude::*;
 
-// As the C driver's (same syntax, same 128-byte limit, readable in sysfs).
-module_param_string!(
-    quirks,
-    128,
-    0o444,
-    "Enable/disable NVMe quirks by PCI ID, as the nvme driver's: VID:DID:name[,^name...][-VID:DID:...] (^ turns one off)"
-);
+/// The parameters themselves (named as in sysfs; the functions below read them).
+mod p {
+    use super::*;
 
-module_param_string!(
-    iopolicy,
-    16,
-    0o444,
-    "How multipath head disks choose a path: numa (one path until it fails, the default) or round-robin, as the nvme driver's"
-);
+    module_param_uint!(
+        admin_timeout,
+        60,
+        1,
+        3600,
+        " seconds",
+        0o644,
+        "Timeout of admin commands in seconds (1-3600, default 60)"
+    );
+
+    module_param_uint!(
+        io_timeout,
+        30,
+        1,
+        3600,
+        " seconds",
+        0o644,
+        "Timeout of I/O commands in seconds (1-3600, default 30)"
+    );
+
+    module_param_uint!(
+        io_queue_depth,
+        1024,
+        2,
+        MAX_DEPTH,
+        "",
+        0o644,
+        "Entries per I/O queue (2-4096, capped by CAP.MQES; default 1024)"
+    );
+
+    module_param_uint!(
+        sgl_threshold,
+        32768,
+        0,
+        u32::MAX,
+        "",
+        0o644,
+        "Use SGLs for transfers of this many bytes or more, when the controller supports them (0: never; default 32768)"
+    );
+
+    module_param_uint!(
+        io_queues,
+        0,
+        0,
+        65534,
+        "",
+        0o644,
+        "Most I/O queue pairs per controller (0: one per CPU, the default)"
+    );
+
+    module_param_uint!(
+        poll_queues,
+        0,
+        0,
+        1024,
+        "",
+        0o644,
+        "Polled I/O queues per controller, without interrupts, for io_uring IOPOLL (0-1024, capped by CPUs; default 0)"
+    );
+
+    module_param_uint!(
+        write_queues,
+        0,
+        0,
+        1024,
+        "",
+        0o644,
+        "I/O queues for writes and every other non-read command, besides one queue per CPU for reads (0-1024; 0: reads and writes share the queues, the default)"
+    );
+
+    // Read-only, as C's: a head disk per namespace or not is decided for the module's life.
+    module_param_bool!(
+        multipath,
+        true,
+        0o444,
+        "A multipath head disk per namespace of a subsystem that may have several controllers, as the nvme driver's native multipath (default true)"
+    );
+
+    // As the C driver's (same syntax, same 128-byte limit, readable in sysfs).
+    module_param_string!(
+        quirks,
+        128,
+        0o444,
+        "Enable/disable NVMe quirks by PCI ID, as the nvme driver's: VID:DID:name[,^name...][-VID:DID:...] (^ turns one off)"
+    );
+
+    // The names are `Policy::name`'s, in `Policy::from_index`'s order.
+    module_param_choice!(
+        iopolicy,
+        ["numa", "round-robin"],
+        0o644,
+        "How multipath head disks choose a path: numa (one path until it fails, the default) or round-robin, as the nvme driver's"
+    );
+
+    // The test build's parameters (`--cfg rnvme_test_hooks`, see `src/core/fault.rs`): fail the
+    // probe at a given step, slow every probe down. The production build has neither.
+    #[cfg(rnvme_test_hooks)]
+    module_param_uint!(
+        probe_fault_step,
+        0,
+        0,
+        PROBE_FAULT_STEPS,
+        "",
+        0o444,
+        "Testing: fail the probe at this step (1-14) to exercise its unwinding (0: never, the default)"
+    );
+
+    #[cfg(rnvme_test_hooks)]
+    module_param_uint!(
+        probe_delay_ms,
+        0,
+        0,
+        PROBE_DELAY_MAX_MS,
+        " ms",
+        0o444,
+        "Testing: each probe sleeps this long once its controller is enabled (0-60000 ms), to show probes running side by side (0: never, the default)"
+    );
+}
 
 /// Deepest I/O queue the command id layout allows.
 pub(crate) const MAX_DEPTH: u32 = io_cid::MAX_DEPTH;
@@ -42,11 +154,12 @@ pub(crate) enum Policy {
 }
 
 impl Policy {
-    pub(crate) fn parse(s: &[u8]) -> Option<Self> {
-        match s {
-            b"" | b"numa" => Some(Self::Numa),
-            b"round-robin" => Some(Self::RoundRobin),
-            _ => None,
+    /// The policy of `iopolicy`'s value number `i`.
+    fn from_index(i: usize) -> Self {
+        if i == 0 {
+            Self::Numa
+        } else {
+            Self::RoundRobin
         }
     }
 
@@ -63,59 +176,20 @@ pub(crate) fn multipath() -> bool {
     p::multipath.value()
 }
 
-/// The multipath I/O policy (checked at load).
+/// The multipath I/O policy for heads made now.
 pub(crate) fn io_policy() -> Policy {
-    Policy::parse(iopolicy.value()).unwrap_or(Policy::Numa)
+    Policy::from_index(p::iopolicy.index())
 }
 
-/// Checks one parameter against its range, logging it if it is out of range.
-fn check(name: &str, value: u32, min: u32, max: u32, unit: &str) -> bool {
-    if (min..=max).contains(&value) {
-        return true;
-    }
-    pr_err!("rnvme: {name}={value} is out of range ({min}-{max}{unit})\n");
-    false
-}
-
-/// Checks every parameter; logs each bad one and fails with `EINVAL` if any is.
+/// Checks what the parameters' own `set` cannot: the quirk list's entries (a string
+/// parameter, copied at load as C's). Fails with `EINVAL` after logging the bad entry.
 pub(crate) fn validate() -> Result {
-    // Every check runs, so one insmod reports every bad value.
-    let checks = [
-        check(
-            "admin_timeout",
-            p::admin_timeout.value(),
-            1,
-            3600,
-            " seconds",
-        ),
-        check("io_timeout", p::io_timeout.value(), 1, 3600, " seconds"),
-        check(
-            "io_queue_depth",
-            p::io_queue_depth.value(),
-            2,
-            MAX_DEPTH,
-            "",
-        ),
-        check("io_queues", p::io_queues.value(), 0, 65534, ""),
-        check("poll_queues", p::poll_queues.value(), 0, 1024, ""),
-        check("write_queues", p::write_queues.value(), 0, 1024, ""),
-        hook_params_ok(),
-    ];
-    let quirks_ok = match parse_quirk_param(quirks.value()).find_map(|e| e.err()) {
-        None => true,
+    match parse_quirk_param(p::quirks.value()).find_map(|e| e.err()) {
+        None => Ok(()),
         Some(e) => {
             pr_err!("quirks: {e}\n");
-            false
+            Err(EINVAL)
         }
-    };
-    let policy_ok = Policy::parse(iopolicy.value()).is_some();
-    if !policy_ok {
-        pr_err!("rnvme: iopolicy must be numa or round-robin\n");
-    }
-    if quirks_ok && policy_ok && checks.iter().all(|&ok| ok) {
-        Ok(())
-    } else {
-        Err(EINVAL)
     }
 }
 
@@ -146,32 +220,6 @@ pub(crate) const PROBE_FAULT_STEPS: u32 = 14;
 /// Longest `probe_delay_ms`.
 #[cfg(rnvme_test_hooks)]
 const PROBE_DELAY_MAX_MS: u32 = 60_000;
-
-/// The test build's parameters are in range.
-#[cfg(rnvme_test_hooks)]
-fn hook_params_ok() -> bool {
-    // Both checked: each names its own bad value.
-    let step = check(
-        "probe_fault_step",
-        p::probe_fault_step.value(),
-        0,
-        PROBE_FAULT_STEPS,
-        "",
-    );
-    let delay = check(
-        "probe_delay_ms",
-        p::probe_delay_ms.value(),
-        0,
-        PROBE_DELAY_MAX_MS,
-        " ms",
-    );
-    step && delay
-}
-
-#[cfg(not(rnvme_test_hooks))]
-fn hook_params_ok() -> bool {
-    true
-}
 
 /// For tests: fails with `EIO` at probe step `step` if `probe_fault_step` names it, so every
 /// error path of the probe can be exercised in turn. The production build has no
@@ -224,5 +272,5 @@ pub(crate) fn write_queues() -> u32 {
 /// entry for it.
 pub(crate) fn pci_quirks(vendor: u16, device: u16) -> Quirks {
     let q = Quirks::for_pci_id(vendor, device);
-    find_override(quirks.value(), vendor, device).map_or(q, |o| o.apply(q))
+    find_override(p::quirks.value(), vendor, device).map_or(q, |o| o.apply(q))
 }

@@ -178,7 +178,7 @@ impl<'b> Shared<'b> {
         // disk of their own for now).
         let subsys = self.subsys.as_ref().filter(|_| !hidden && zoned.is_none());
         if let Some(m) = subsys {
-            match m.head(nsid, ids, found.shared, disk_ids, params::io_policy()) {
+            match m.head(nsid, ids, found.shared, disk_ids) {
                 Ok(link) => ns.set_head(link),
                 Err(_) => return Ok(None),
             }

@@ -220,14 +220,20 @@ fn join_subsystem(hw: &Hw<'_>, id: &IdentifyController) -> Result<Option<Members
             hw.instance
         );
     }
-    let m = Membership::join(nqn, hw.instance, id.cntlid, hw.status.clone())?;
+    let m = Membership::join(
+        nqn,
+        hw.instance,
+        id.cntlid,
+        hw.status.clone(),
+        params::io_policy(),
+    )?;
     dev_info!(
         hw.dev(),
         "rnvme{}: subsystem rnvme{} ({nqn}), controller id {}, multipath policy {}\n",
         hw.instance,
         m.instance,
         id.cntlid,
-        params::io_policy().name()
+        m.policy.name()
     );
     Ok(Some(m))
 }

@@ -9,7 +9,7 @@
 //!
 //! - The head chooses a path per bio under SRCU, without a lock: `numa` keeps using one
 //!   live path until it fails (one NUMA node here: the first live one), `round-robin`
-//!   spreads bios over every live path (parameter `iopolicy`, read when a head is made).
+//!   spreads bios over every live path (parameter `iopolicy`, read when a subsystem is made).
 //! - A request that fails on a path with a path error (status code type 3, which includes
 //!   the host's own aborts at a reset or a controller's death) gives its bios back to the
 //!   head (`blk_steal_bios`), which submits them again from a work item: on another live
@@ -72,6 +72,9 @@ struct Subsystem {
     /// Controller numbers and ids of its controllers.
     ctrls: KVec<(u32, u16)>,
     heads: KVec<Arc<Head>>,
+    /// How its heads choose a path: `iopolicy` when the subsystem was made (C's
+    /// `subsys->iopolicy`), so one write cannot split a subsystem's heads.
+    policy: Policy,
 }
 
 /// A controller's place in its subsystem; leaves it when dropped.
@@ -80,6 +83,8 @@ pub(crate) struct Membership {
     ctrl: u32,
     /// The subsystem's number.
     pub(crate) instance: u32,
+    /// Its subsystem's path policy.
+    pub(crate) policy: Policy,
     /// Controller status, for the paths.
     status: Arc<CtrlStatus>,
 }
@@ -87,16 +92,22 @@ pub(crate) struct Membership {
 impl Membership {
     /// Joins (or creates) the subsystem named `nqn`. A controller id already present is
     /// refused, as C's `nvme_validate_cntlid` (two controllers the host cannot tell apart).
-    pub(crate) fn join(nqn: Nqn, ctrl: u32, cntlid: u16, status: Arc<CtrlStatus>) -> Result<Self> {
+    pub(crate) fn join(
+        nqn: Nqn,
+        ctrl: u32,
+        cntlid: u16,
+        status: Arc<CtrlStatus>,
+        policy: Policy,
+    ) -> Result<Self> {
         let mut subs = SUBSYSTEMS.lock();
-        let instance = match subs.iter_mut().find(|s| s.nqn == nqn) {
+        let (instance, policy) = match subs.iter_mut().find(|s| s.nqn == nqn) {
             Some(s) => {
                 if s.ctrls.iter().any(|&(_, id)| id == cntlid) {
                     pr_err!("rnvme{ctrl}: controller id {cntlid} already in subsystem {nqn}\n");
                     return Err(EINVAL);
                 }
                 s.ctrls.push((ctrl, cntlid), GFP_KERNEL)?;
-                s.instance
+                (s.instance, s.policy)
             }
             None => {
                 let mut ctrls = KVec::new();
@@ -107,11 +118,12 @@ impl Membership {
                         instance: ctrl,
                         ctrls,
                         heads: KVec::new(),
+                        policy,
                     },
                     GFP_KERNEL,
                 )?;
                 crate::instance::reserve_instance(ctrl);
-                ctrl
+                (ctrl, policy)
             }
         };
         Ok(Self {
@@ -119,6 +131,7 @@ impl Membership {
             ctrl,
             instance,
             status,
+            policy,
         })
     }
 
@@ -131,7 +144,6 @@ impl Membership {
         ids: NsIds,
         shared: bool,
         disk_ids: DiskIds,
-        policy: Policy,
     ) -> Result<HeadLink> {
         let mut subs = SUBSYSTEMS.lock();
         let s = subs.iter_mut().find(|s| s.nqn == self.nqn).ok_or(ENODEV)?;
@@ -153,7 +165,7 @@ impl Membership {
             }
             return self.link(h.clone());
         }
-        let subsys = s.instance;
+        let (subsys, policy) = (s.instance, s.policy);
         let head = Arc::pin_init(
             try_pin_init!(Head {
                 subsys,
