@@ -1112,7 +1112,7 @@ mod quirks {
 /// privileged, Identify of the I/O-building CNS values open, driver-managed features closed.
 #[test]
 fn passthrough_access_as_c() {
-    use crate::spec::access::{access, Access, Target};
+    use crate::spec::access::{access, Access, IoAccess, Target};
     use crate::spec::effects::{self as fx, EffectsLog};
     let mut log = [0u8; fx::LOG_CMD_EFFECTS_SIZE];
     // QEMU's: Read, Flush supported; Write, Write Zeroes supported and change blocks;
@@ -1160,6 +1160,22 @@ fn passthrough_access_as_c() {
     assert_eq!(access(0x02, 0, c, true), Access::Admin);
     assert_eq!(access(0x80, 0, c, true), Access::Admin);
     assert_eq!(access(0x7f, 0, c, true), Access::Admin);
+    // The per-controller table answers as the rules, for every opcode, either file mode,
+    // with the log and without.
+    for log in [Some(&log), None] {
+        let table = IoAccess::new(log);
+        for opc in 0..=u8::MAX {
+            for writable in [false, true] {
+                assert_eq!(
+                    table.get(opc, writable),
+                    access(opc, 0, ns(opc, log, false), writable),
+                    "opcode {opc:#x} writable {writable}"
+                );
+            }
+        }
+    }
+    assert_eq!(IoAccess::new(l).get(0x02, false), Access::Open);
+    assert_eq!(IoAccess::new(l).get(0x01, false), Access::Admin);
 }
 
 /// Issue 17 item 4: the Zoned Namespace command set's Identify data, commands and zone

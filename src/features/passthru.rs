@@ -28,7 +28,6 @@ use crate::{
     shared::Shared,
     spec::{
         access::{access, Access, Target},
-        effects,
         passthru::{self as pt, Direction, Layout, PassthruCmd, UserIo, UserIoMeta},
         prp,
     },
@@ -95,19 +94,22 @@ fn admit(
     if c.flags != 0 {
         return Err(EINVAL);
     }
-    let target = match want_ns {
+    let allowed = match want_ns {
         Some(ns) => {
             if c.nsid != ns.nsid {
                 return Err(EINVAL);
             }
-            Target::Namespace {
-                effects: effects::io_effects(s.effects.as_deref(), c.opcode),
-                partition: caller.partition,
+            // `access` with the namespace's effects: the controller's table of it, but
+            // for a partition (which passthrough would escape).
+            if caller.partition {
+                Access::Admin
+            } else {
+                s.io_access.get(c.opcode, caller.writable)
             }
         }
-        None => Target::Controller,
+        None => access(c.opcode, c.cdw10_15[0], Target::Controller, caller.writable),
     };
-    check(access(c.opcode, c.cdw10_15[0], target, caller.writable))?;
+    check(allowed)?;
     // Metadata buffers only for a namespace that has them (looked up only when given). A
     // device's own namespace that is gone fails as its command would (`run_io`).
     let ms = match want_ns {

@@ -20,6 +20,7 @@ use crate::{
     reset,
     scan::active_namespaces,
     spec::{
+        access::IoAccess,
         command::{cns, Command},
         effects::{EffectsLog, LOG_CMD_EFFECTS, LOG_CMD_EFFECTS_SIZE, LPA_CMD_EFFECTS},
         identify::{IdentifyController, IdentifyControllerNvm},
@@ -66,6 +67,9 @@ pub(crate) struct Shared<'b> {
     pub(crate) subsys: Option<Membership>,
     /// The Commands Supported and Effects log, if the controller has it.
     pub(crate) effects: Option<KBox<EffectsLog>>,
+    /// Who may send each I/O command to a namespace, from `effects` (passthrough's
+    /// `admit`).
+    pub(crate) io_access: IoAccess,
     /// NVM command set limits (Write Zeroes, Dataset Management), if the controller says.
     pub(crate) nvm: Option<IdentifyControllerNvm>,
     /// Given to each disk, for its ioctls.
@@ -89,6 +93,7 @@ impl<'b> Shared<'b> {
             effects: (id.lpa & LPA_CMD_EFFECTS != 0)
                 .then(|| read_effects(hw))
                 .flatten(),
+            io_access: IoAccess::new(effects.as_deref()),
             nvm: read_nvm(hw),
             _: { params::inject(hw.dev(), 6)? },
             queues: Queues::new(hw, id, faults, irq)?,

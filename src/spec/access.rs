@@ -6,7 +6,7 @@
 //! commands that change blocks if it opened the file for writing; everything else needs
 //! `CAP_SYS_ADMIN`, and a few Set Features the driver manages itself are refused to all.
 
-use super::effects::{CSUPP, LBCC, SCOPE_MASK, UUID_SEL};
+use super::effects::{io_effects, EffectsLog, CSUPP, LBCC, SCOPE_MASK, UUID_SEL};
 
 /// Vendor specific commands start here (admin and NVM command sets alike).
 const VENDOR_START: u8 = 0x80;
@@ -85,4 +85,55 @@ fn io_access(opcode: u8, effects: u32, writable: bool) -> Access {
         return Access::Admin;
     }
     Access::Open
+}
+
+/// [`access`] to a namespace (not through a partition) for every I/O opcode, worked out
+/// once from a controller's effects log, which does not change while it is bound: one
+/// lookup per passthrough command instead of the effects and the rules.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct IoAccess {
+    /// Per opcode: [`OPEN_READ_ONLY`] and [`OPEN_WRITABLE`], the files that may send it
+    /// without `CAP_SYS_ADMIN` (no I/O command is refused to all).
+    open: [u8; 256],
+}
+
+/// [`IoAccess`]: open to a file opened read-only.
+const OPEN_READ_ONLY: u8 = 1;
+/// [`IoAccess`]: open to a file opened for writing.
+const OPEN_WRITABLE: u8 = 2;
+
+impl IoAccess {
+    /// The table of a controller with effects log `log` (`None`: it has none).
+    pub(crate) fn new(log: Option<&EffectsLog>) -> Self {
+        let mut open = [0u8; 256];
+        for (opc, slot) in (0..=u8::MAX).zip(open.iter_mut()) {
+            let effects = io_effects(log, opc);
+            let target = Target::Namespace {
+                effects,
+                partition: false,
+            };
+            for (writable, bit) in [(false, OPEN_READ_ONLY), (true, OPEN_WRITABLE)] {
+                if access(opc, 0, target, writable) == Access::Open {
+                    *slot |= bit;
+                }
+            }
+        }
+        Self { open }
+    }
+
+    /// Who may send I/O command `opcode` to the namespace through a file opened for
+    /// writing or not: [`access`]'s answer.
+    #[inline]
+    pub(crate) fn get(&self, opcode: u8, writable: bool) -> Access {
+        let bit = if writable {
+            OPEN_WRITABLE
+        } else {
+            OPEN_READ_ONLY
+        };
+        if self.open[usize::from(opcode)] & bit != 0 {
+            Access::Open
+        } else {
+            Access::Admin
+        }
+    }
 }
