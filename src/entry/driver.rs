@@ -46,6 +46,11 @@ impl DriverExt for RnvmeDriver {
     // answer, holds up no other), and their namespaces are scanned by each probe.
     const PROBE_ASYNC: bool = true;
 
+    // As C: `echo N > sriov_numvfs` makes N virtual functions, each a controller of its
+    // own that the driver binds (once the physical function's Virtualization Management
+    // has given it queues and vectors and brought it online).
+    const SRIOV_SIMPLE: bool = true;
+
     fn shutdown(ctrl: Pin<&Controller<'_>>) {
         ctrl.shutdown();
     }

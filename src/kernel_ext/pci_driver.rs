@@ -62,6 +62,11 @@ pub(crate) trait DriverExt: pci::Driver {
     /// the module waits for them all (unless it is loaded with `async_probe`).
     const PROBE_ASYNC: bool = false;
 
+    /// Whether `sriov_numvfs` enables and disables the device's virtual functions with the
+    /// PCI core's plain handler (`pci_sriov_configure_simple`: no resources to set up on
+    /// the physical function; refused while a virtual function is assigned to a guest).
+    const SRIOV_SIMPLE: bool = false;
+
     /// The system goes down (power-off, reboot, kexec): quiesce the device. The driver
     /// stays bound and its data alive; nothing is unbound or freed after this.
     fn shutdown(data: Pin<&Self::Data<'_>>);
@@ -129,6 +134,9 @@ unsafe impl<T: DriverExt + 'static> driver::RegistrationOps for Adapter<T> {
             (*raw).driver.pm = pm;
             if T::PROBE_ASYNC {
                 (*raw).driver.probe_type = bindings::probe_type_PROBE_PREFER_ASYNCHRONOUS;
+            }
+            if T::SRIOV_SIMPLE {
+                (*raw).sriov_configure = Some(bindings::pci_sriov_configure_simple);
             }
         }
         // Neither `pci::Adapter::register` (name, probe, remove, ID table) nor
