@@ -10,6 +10,8 @@ mod admin;
 mod aen;
 #[path = "src/features/blk.rs"]
 mod blk;
+#[path = "src/pci/cmb.rs"]
+mod cmb;
 #[path = "src/entry/ctrl.rs"]
 mod ctrl;
 #[path = "src/entry/driver.rs"]

@@ -65,6 +65,36 @@ fn cap_fields_from_qemu() {
     assert_eq!(cap.ams(), 0);
 }
 
+/// The Controller Memory Buffer's registers as QEMU 7.2 reports them with cmb_size_mb=64
+/// (CMBLOC 0x62: BAR 2, offset 0; CMBSZ 0x4021d: SQS, LISTS, RDS, WDS, 64 units of 1 MiB),
+/// decoded as C's `nvme_map_cmb`.
+#[test]
+fn cmb_layout() {
+    use crate::spec::regs::{CmbLayout, CMBSZ_RDS, CMBSZ_SQS, CMBSZ_WDS};
+    let l = CmbLayout::decode(0x62, 0x0004_021d).unwrap();
+    assert_eq!(
+        l,
+        CmbLayout {
+            bar: 2,
+            offset: 0,
+            size: 64 << 20
+        }
+    );
+    assert_eq!(0x0004_021d & (CMBSZ_SQS | CMBSZ_RDS | CMBSZ_WDS), 0x19);
+    // 4 KiB units, an offset of 3 units in BAR 4.
+    assert_eq!(
+        CmbLayout::decode(0x3004, 0x10_0001),
+        Some(CmbLayout {
+            bar: 4,
+            offset: 3 << 12,
+            size: 256 << 12
+        })
+    );
+    // Not enabled (CRE clear) or absent: no buffer. A unit past 64 bits: refused.
+    assert_eq!(CmbLayout::decode(0x62, 0), None);
+    assert_eq!(CmbLayout::decode(0, 0xfff0_0f00), None);
+}
+
 #[test]
 fn shadow_doorbells() {
     use crate::spec::regs::{shadow_len, shadow_need_event, shadow_sq_index};

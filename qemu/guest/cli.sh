@@ -322,6 +322,8 @@ expect_eq sysfs_reset_counted $((before + 2)) "$(cat $S/resets)"
 c=$(ls $CS/delete_controller 2>&1 | grep -c 'No such')
 expect_eq delete_controller_hidden_as_c "1 1" "$c $(ls $S/delete_controller 2>&1 | grep -c 'No such')"
 expect_eq delete_controller_hidden 1 "$(ls $S/delete_controller 2>&1 | grep -c 'No such')"
+# No controller memory buffer here: its attributes hidden on both, as C hides them.
+expect_eq cmb_attrs_hidden_as_c "0 0" "$(ls $CS | grep -c '^cmb') $(ls $S | grep -c '^cmb')"
 
 # --- ioctl edge cases, fuzz (namespace 2 is the scratch namespace) ---------------------------
 run_helper nvme_ioctl_check_ran nvme-ioctl check $R ${R}n2

@@ -100,6 +100,14 @@ mod p {
         "A multipath head disk per namespace of a subsystem that may have several controllers, as the nvme driver's native multipath (default true)"
     );
 
+    // As C's: set at load only.
+    module_param_bool!(
+        use_cmb_sqes,
+        true,
+        0o444,
+        "Put I/O submission queues in the controller's memory buffer when it has one (default true), as the nvme driver's"
+    );
+
     // As the C driver's (same syntax, same 128-byte limit, readable in sysfs).
     module_param_string!(
         quirks,
@@ -174,6 +182,11 @@ impl Policy {
 /// Whether namespaces of multi-controller subsystems get head disks.
 pub(crate) fn multipath() -> bool {
     p::multipath.value()
+}
+
+/// Whether I/O submission queues go in a controller memory buffer.
+pub(crate) fn use_cmb_sqes() -> bool {
+    p::use_cmb_sqes.value()
 }
 
 /// The multipath I/O policy for heads made now.

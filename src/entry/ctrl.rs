@@ -211,7 +211,7 @@ impl<'b> Controller<'b> {
         let cap = Self::check_cap(pdev, &regs)?;
         hw::disable(pdev.as_ref(), &regs, cap, hw::ready_delay_ms(quirks))?;
         let depth = ADMIN_DEPTH.min(u16::try_from(cap.mqes()).unwrap_or(u16::MAX));
-        let aq = Queue::new(pdev.as_ref(), regs.clone(), 0, depth, None)?;
+        let aq = Queue::new(pdev.as_ref(), regs.clone(), 0, depth, None, None)?;
         params::inject(pdev.as_ref(), 2)?;
         let admin = AdminQueue::new(pdev, aq, depth, true, faults.clone())?;
         Hw::new(pdev, regs, admin, cap, instance, quirks)

@@ -148,6 +148,10 @@ const ATTR_NAMES: &[&CStr] = &[
     c"cntlid",
     c"resets",
     c"quirks",
+    // The controller memory buffer's registers, as C's (only with one).
+    c"cmb",
+    c"cmbloc",
+    c"cmbsz",
 ];
 
 /// Write-only controls of `/sys/class/misc/rnvme<N>`, as the C driver's: a write of
@@ -181,6 +185,15 @@ impl CharDevOps for CtrlChar {
     fn show(link: &CtrlLink, index: usize, out: &mut SysfsBuf<'_>) -> core::fmt::Result {
         link.with(|s| show_attr(s, index, out))
             .unwrap_or(Err(core::fmt::Error))
+    }
+
+    fn visible(link: &CtrlLink, index: usize) -> bool {
+        match ATTR_NAMES.get(index).map(|n| n.to_bytes()) {
+            Some(b"cmb" | b"cmbloc" | b"cmbsz") => {
+                link.with(|s| s.hw.cmb.is_some()).unwrap_or(false)
+            }
+            _ => true,
+        }
     }
 
     fn store(link: &CtrlLink, index: usize, _input: &[u8]) -> Result {
@@ -220,6 +233,24 @@ fn show_attr(s: &Shared<'_>, index: usize, out: &mut SysfsBuf<'_>) -> core::fmt:
         Some(b"resets") => writeln!(out, "{}", s.hw.resets()),
         // One name per line, or "none", as C's.
         Some(b"quirks") => write!(out, "{}", s.hw.quirks()),
+        Some(b"cmb") => match &s.hw.cmb {
+            Some(c) => write!(
+                out,
+                "cmbloc : 0x{:08x}\ncmbsz  : 0x{:08x}\n",
+                c.cmbloc, c.cmbsz
+            ),
+            None => Err(core::fmt::Error),
+        },
+        Some(b"cmbloc") => {
+            s.hw.cmb
+                .as_ref()
+                .map_or(Err(core::fmt::Error), |c| writeln!(out, "{}", c.cmbloc))
+        }
+        Some(b"cmbsz") => {
+            s.hw.cmb
+                .as_ref()
+                .map_or(Err(core::fmt::Error), |c| writeln!(out, "{}", c.cmbsz))
+        }
         _ => Err(core::fmt::Error),
     }
 }

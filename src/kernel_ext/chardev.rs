@@ -37,6 +37,11 @@ pub(crate) trait CharDevOps: 'static {
     fn lock_class() -> Pin<&'static kernel::sync::LockClassKey>;
     /// Writes attribute `index` of [`Self::ATTRS`], one line.
     fn show(link: &Self::Link, index: usize, out: &mut SysfsBuf<'_>) -> core::fmt::Result;
+    /// Whether the device has attribute `index` of [`Self::ATTRS`] (asked once, when it is
+    /// registered); every one by default.
+    fn visible(_link: &Self::Link, _index: usize) -> bool {
+        true
+    }
     /// An io_uring command (`IORING_OP_URING_CMD`) on an open file, with io_uring's issue
     /// flags; `writable`: the file was opened for writing. The default takes none.
     fn uring_cmd(
@@ -102,16 +107,20 @@ impl<T: CharDevOps> CharDev<T> {
             Self::show,
             T::STORE_ATTRS,
             Self::store,
-            None,
+            Some(Self::visible),
             T::lock_class(),
         )?;
         let parent = device_raw(parent);
         // Heap pointers: they stay valid when `name` and `attrs` move into the structure.
         let name_ptr = name.as_char_ptr();
         let groups = attrs.groups();
-        // INVARIANT: `misc` is registered last, pointing into `name` and `attrs`, which move
-        // into the structure with it; `drop` deregisters it first.
+        // INVARIANT: `misc` is registered last, pointing into `name` and `attrs`, already in
+        // the structure with `link` (its attributes' visibility reads `link` while it
+        // registers); `drop` deregisters it first.
         let init = try_pin_init!(Self {
+            name,
+            attrs,
+            link,
             misc <- Opaque::try_ffi_init(|slot: *mut bindings::miscdevice| {
                 let mut m: bindings::miscdevice = pin_init::zeroed();
                 m.minor = bindings::MISC_DYNAMIC_MINOR as c_int;
@@ -121,16 +130,13 @@ impl<T: CharDevOps> CharDev<T> {
                 m.groups = groups;
                 m.mode = 0o600;
                 // SAFETY: `slot` is pinned memory for the miscdevice; `name` and `attrs`
-                // are heap allocations moved into this structure below, so the pointers stay
-                // valid until `drop` deregisters it (invariant).
+                // are heap allocations already moved into this structure, so the pointers
+                // stay valid until `drop` deregisters it (invariant).
                 unsafe {
                     slot.write(m);
                     kernel::error::to_result(bindings::misc_register(slot))
                 }
             }),
-            name,
-            attrs,
-            link,
         });
         KBox::pin_init(init, GFP_KERNEL)
     }
@@ -261,6 +267,31 @@ impl<T: CharDevOps> CharDev<T> {
         match this.attrs.index_of(attr) {
             Some(i) if i < T::ATTRS.len() && T::show(&this.link, i, &mut out).is_ok() => out.len(),
             _ => EIO.to_errno() as isize,
+        }
+    }
+
+    /// # Safety
+    ///
+    /// Called by sysfs for one of our attributes while the device registers: `kobj` is its
+    /// device's, whose driver data is already the miscdevice (`device_create_with_groups`
+    /// sets it before `device_add`), in a `CharDev<T>` whose other fields are initialised
+    /// (invariant: `misc` is registered last).
+    unsafe extern "C" fn visible(
+        kobj: *mut bindings::kobject,
+        attr: *mut bindings::attribute,
+        n: c_int,
+    ) -> u16 {
+        // SAFETY: See the function's safety section.
+        let (this, mode) = unsafe {
+            let dev = kobj
+                .cast::<u8>()
+                .sub(core::mem::offset_of!(bindings::device, kobj))
+                .cast::<bindings::device>();
+            (Self::from_misc((*dev).driver_data.cast()), (*attr).mode)
+        };
+        match usize::try_from(n) {
+            Ok(i) if i >= T::ATTRS.len() || T::visible(&this.link, i) => mode,
+            _ => 0,
         }
     }
 

@@ -10,21 +10,40 @@
 //! `N`-dword entries checks the index once, then reads or writes whole entries (or one dword)
 //! with volatile accesses, which the compiler can neither elide nor merge.
 
+use super::p2pdma::P2pMem;
+use core::ptr::NonNull;
 use kernel::{
     device::{Bound, Device},
     dma::Coherent,
+    pci,
     prelude::*,
 };
 
-/// `len` entries of `N` little-endian dwords in coherent memory, zeroed at allocation.
+/// `len` entries of `N` little-endian dwords in coherent memory, zeroed at allocation, or
+/// in a device's peer-to-peer memory (a controller's memory buffer).
 ///
 /// # Invariants
 ///
-/// `mem` holds between 1 and `u16::MAX` entries: every `u16` index below its length is in
-/// bounds.
+/// `ptr` points to `len` entries of `mem`, which owns them; `len` is between 1 and
+/// `u16::MAX`: every `u16` index below it is in bounds.
 pub(crate) struct DmaRing<const N: usize> {
-    mem: Coherent<[[u32; N]]>,
+    ptr: NonNull<[u32; N]>,
+    len: u16,
+    dma: u64,
+    mem: Memory<N>,
 }
+
+/// Where a [`DmaRing`]'s entries are.
+enum Memory<const N: usize> {
+    Coherent(#[allow(dead_code, reason = "owns the entries")] Coherent<[[u32; N]]>),
+    P2p(#[allow(dead_code, reason = "owns the entries")] P2pMem),
+}
+
+// SAFETY: `ptr` points into `mem`, which is `Send` and `Sync`; the entries are shared with a
+// device and only reached through volatile accesses.
+unsafe impl<const N: usize> Send for DmaRing<N> {}
+// SAFETY: As above.
+unsafe impl<const N: usize> Sync for DmaRing<N> {}
 
 impl<const N: usize> DmaRing<N> {
     /// Allocates `len` zeroed entries for DMA by `dev`. Upstream candidate.
@@ -33,31 +52,71 @@ impl<const N: usize> DmaRing<N> {
             return Err(EINVAL);
         }
         let mem = Coherent::<[u32; N]>::zeroed_slice(dev, usize::from(len), GFP_KERNEL)?;
-        // INVARIANT: `mem` has `len` entries, and `len` is a non-zero `u16`.
-        Ok(Self { mem })
+        let ptr = NonNull::new(mem.as_mut_ptr().cast::<[u32; N]>()).ok_or(ENOMEM)?;
+        let dma = mem.dma_address();
+        // INVARIANT: `mem` has `len` entries at `ptr`, and `len` is a non-zero `u16`.
+        Ok(Self {
+            ptr,
+            len,
+            dma,
+            mem: Memory::Coherent(mem),
+        })
+    }
+
+    /// `len` zeroed entries in `pdev`'s peer-to-peer pool, or `None` if it has no room (or
+    /// no pool).
+    ///
+    /// # Safety
+    ///
+    /// The ring is dropped before `pdev` is unbound (`P2pMem::alloc`'s rule).
+    pub(crate) unsafe fn new_p2p(pdev: &pci::Device<Bound>, len: u16) -> Option<Self> {
+        if len == 0 {
+            return None;
+        }
+        let size = usize::from(len) * core::mem::size_of::<[u32; N]>();
+        // SAFETY: The caller drops the ring, hence the memory, before `pdev` is unbound.
+        let mem = unsafe { P2pMem::alloc(pdev, size) }?;
+        let ptr = NonNull::new(mem.as_ptr().cast::<[u32; N]>())?;
+        for i in 0..usize::from(len) {
+            // SAFETY: `i` is below `len`, and the allocation holds `len` entries; the pool's
+            // allocations are page aligned. No device reads the memory yet.
+            unsafe { ptr.as_ptr().add(i).write_volatile([0; N]) };
+        }
+        let dma = mem.bus_address();
+        // INVARIANT: `mem` holds `len` entries at `ptr`, and `len` is a non-zero `u16`.
+        Some(Self {
+            ptr,
+            len,
+            dma,
+            mem: Memory::P2p(mem),
+        })
+    }
+
+    /// Whether the entries are in a device's peer-to-peer memory.
+    pub(crate) fn is_p2p(&self) -> bool {
+        matches!(self.mem, Memory::P2p(_))
     }
 
     /// Number of entries. Upstream candidate.
     #[inline]
     pub(crate) fn len(&self) -> u16 {
-        // At most `u16::MAX` (type invariant).
-        self.mem.len() as u16
+        self.len
     }
 
     /// Bus address of entry 0. Upstream candidate.
     pub(crate) fn dma_address(&self) -> u64 {
-        self.mem.dma_address()
+        self.dma
     }
 
     /// Pointer to entry `i`, or `None` past the end.
     #[inline(always)]
     fn entry(&self, i: u16) -> Option<*mut [u32; N]> {
-        if usize::from(i) >= self.mem.len() {
+        if i >= self.len {
             return None;
         }
-        // SAFETY: `i` is below the number of entries `mem` holds, so the offset stays
-        // inside the allocation.
-        Some(unsafe { self.mem.as_mut_ptr().cast::<[u32; N]>().add(usize::from(i)) })
+        // SAFETY: `i` is below the number of entries at `ptr` (type invariant), so the
+        // offset stays inside the allocation.
+        Some(unsafe { self.ptr.as_ptr().add(usize::from(i)) })
     }
 
     /// Pointer to dword `D` of entry `i`.
@@ -70,14 +129,7 @@ impl<const N: usize> DmaRing<N> {
         const { assert!(D < N) };
         // SAFETY: `i` is below the number of entries (the caller's guarantee) and `D < N`,
         // so both offsets stay inside the allocation.
-        unsafe {
-            self.mem
-                .as_mut_ptr()
-                .cast::<[u32; N]>()
-                .add(usize::from(i))
-                .cast::<u32>()
-                .add(D)
-        }
+        unsafe { self.ptr.as_ptr().add(usize::from(i)).cast::<u32>().add(D) }
     }
 
     /// Reads dword `D` of entry `i` alone (CPU order), at an index the caller has checked:

@@ -18,6 +18,7 @@ pub(crate) mod irq;
 pub(crate) mod lease;
 pub(crate) mod mmio;
 pub(crate) mod module_param;
+pub(crate) mod p2pdma;
 pub(crate) mod pci_driver;
 pub(crate) mod spinlock;
 pub(crate) mod srcu_box;

@@ -10,6 +10,7 @@
 use crate::kernel_ext::irq::IrqTypes;
 use crate::{
     admin::{AdminQueue, CmdError},
+    cmb::Cmb,
     ioq::IoQueue,
     kernel_ext::{dma as kdma, pci_clear_master, PCI_COMMAND, PCI_COMMAND_MEMORY},
     params,
@@ -85,6 +86,8 @@ pub(crate) struct Hw<'b> {
     running: Atomic<bool>,
     /// The controller's quirks: its PCI ID's, then those of its identity too.
     quirks: Atomic<u32>,
+    /// Its memory buffer, if it has one (mapped once, at probe, as C's).
+    pub(crate) cmb: Option<Cmb>,
     /// Serializes resets. It guards a procedure on the device (registers, rings, queue
     /// creation), not data in memory: the state above is read without it, on the I/O path
     /// and by timeouts.
@@ -118,6 +121,7 @@ impl<'b> Hw<'b> {
                 aen_config: Atomic::new(0),
                 running: Atomic::new(false),
                 quirks: Atomic::new(quirks.0),
+                cmb: Cmb::map(pdev, regs, *cap),
                 reset_lock <- new_mutex!(()),
             }),
             GFP_KERNEL,

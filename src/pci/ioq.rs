@@ -224,8 +224,10 @@ impl<'b> IoQueue<'b> {
         shadow: Option<Arc<ShadowDoorbells>>,
         faults: FaultsRef,
         quirks: Quirks,
+        sq_in_cmb: bool,
     ) -> Result<Arc<Self>> {
-        let queue = Queue::new(pdev.as_ref(), regs, qid, depth, shadow)?;
+        let cmb = sq_in_cmb.then_some(pdev);
+        let queue = Queue::new(pdev.as_ref(), regs, qid, depth, shadow, cmb)?;
         let dev = pdev.as_ref();
         let small = SMALL_LIST_ENTRIES * 8;
         // Some controllers read small lists only at 512-byte alignment (C's

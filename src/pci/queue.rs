@@ -28,6 +28,7 @@ use crate::{
 use core::sync::atomic::{AtomicBool, AtomicU32, Ordering::Relaxed};
 use kernel::{
     device::{Bound, Device},
+    pci,
     prelude::*,
     sync::Arc,
 };
@@ -150,13 +151,16 @@ pub(crate) struct Queue<'b> {
 }
 
 impl<'b> Queue<'b> {
-    /// Allocates a queue pair of `depth` entries for queue id `qid` (0 = admin).
+    /// Allocates a queue pair of `depth` entries for queue id `qid` (0 = admin), its
+    /// submission queue in `cmb`'s peer-to-peer pool (the controller's memory buffer) if
+    /// given and it has room, as C's `nvme_alloc_sq_cmds`.
     pub(crate) fn new(
         dev: &Device<Bound>,
         regs: Arc<Regs<'b>>,
         qid: u16,
         depth: u16,
         shadow: Option<Arc<ShadowDoorbells>>,
+        cmb: Option<&pci::Device<Bound>>,
     ) -> Result<Arc<Self>> {
         if depth < 2 {
             return Err(EINVAL);
@@ -175,7 +179,12 @@ impl<'b> Queue<'b> {
             }
             None => [0, 0],
         };
-        let sq = DmaRing::new(dev, depth)?;
+        // SAFETY: The ring goes with this queue, which borrows the binding (`'b`): it is
+        // dropped before unbind releases the pool.
+        let sq = match cmb.and_then(|pdev| unsafe { DmaRing::new_p2p(pdev, depth) }) {
+            Some(sq) => sq,
+            None => DmaRing::new(dev, depth)?,
+        };
         let cq = DmaRing::new(dev, depth)?;
         Arc::pin_init(
             try_pin_init!(Self {
@@ -203,6 +212,11 @@ impl<'b> Queue<'b> {
 
     pub(crate) fn depth(&self) -> u16 {
         self.depth
+    }
+
+    /// Whether the SQ ring is in the controller's memory buffer.
+    pub(crate) fn sq_in_cmb(&self) -> bool {
+        self.sq.is_p2p()
     }
 
     /// Bus address of the SQ ring, for ASQ or Create I/O SQ.

@@ -223,6 +223,13 @@ impl<'b> Queues<'b> {
             nr_poll,
             nr_read
         );
+        let in_cmb = this.created.iter().filter(|q| q.queue.sq_in_cmb()).count();
+        if in_cmb > 0 {
+            dev_info!(
+                pdev.as_ref(),
+                "rnvme{inst}: {in_cmb} submission queue(s) in the controller memory buffer\n"
+            );
+        }
         Ok(this)
     }
 
@@ -239,6 +246,7 @@ impl<'b> Queues<'b> {
             self.shadow.clone(),
             faults.clone(),
             hw.quirks(),
+            hw.cmb.as_ref().is_some_and(|c| c.use_sqes),
         )?;
         hw.create_io_queue(&q)?;
         // INVARIANT: created on the device just above, after qids 1..qid (capacity was

@@ -94,6 +94,27 @@ impl<'b> Regs<'b> {
         self.write_base(r::ACQ, addr)
     }
 
+    pub(crate) fn cmbloc(&self) -> u32 {
+        (&self.bar).read32(r::CMBLOC)
+    }
+
+    pub(crate) fn cmbsz(&self) -> u32 {
+        (&self.bar).read32(r::CMBSZ)
+    }
+
+    /// Writes CMBMSC's low half alone (CRE), as C's first write: the base address a previous
+    /// binding set stays as it was.
+    pub(crate) fn set_cmbmsc_low(&self, v: u32) {
+        (&self.bar).write32(v, r::CMBMSC);
+    }
+
+    /// Writes CMBMSC high half first: the low half's write (CRE, CMSE) acts on the whole
+    /// base address, as C's `hi_lo_writeq`.
+    pub(crate) fn set_cmbmsc(&self, v: u64) {
+        (&self.bar).write32((v >> 32) as u32, r::CMBMSC + 4);
+        (&self.bar).write32(v as u32, r::CMBMSC);
+    }
+
     /// Doorbell registers of queue `qid`, or `EINVAL` if they lie outside the BAR (a
     /// controller that advertises more queues than its BAR has doorbells for).
     pub(crate) fn doorbells(&self, qid: u16) -> Result<Doorbells> {

@@ -20,8 +20,55 @@ pub(crate) const AQA: usize = 0x24;
 /// Admin Submission / Completion Queue Base Address (64 bit each).
 pub(crate) const ASQ: usize = 0x28;
 pub(crate) const ACQ: usize = 0x30;
+/// Controller Memory Buffer Location and Size (read as zero until CMBMSC.CRE is set).
+pub(crate) const CMBLOC: usize = 0x38;
+pub(crate) const CMBSZ: usize = 0x3c;
+/// Controller Memory Buffer Memory Space Control (64 bit).
+pub(crate) const CMBMSC: usize = 0x50;
 /// First doorbell register.
 pub(crate) const DOORBELL_BASE: usize = 0x1000;
+
+/// CMBMSC Capabilities Registers Enabled: CMBLOC and CMBSZ read their values.
+pub(crate) const CMBMSC_CRE: u64 = 1 << 0;
+/// CMBMSC Controller Memory Space Enable: the controller decodes the buffer at CBA.
+pub(crate) const CMBMSC_CMSE: u64 = 1 << 1;
+
+/// CMBSZ: submission queues may be in the buffer.
+pub(crate) const CMBSZ_SQS: u32 = 1 << 0;
+/// CMBSZ: read data (controller to host transfers' buffers) may be in it.
+pub(crate) const CMBSZ_RDS: u32 = 1 << 3;
+/// CMBSZ: write data may be in it.
+pub(crate) const CMBSZ_WDS: u32 = 1 << 4;
+
+/// Where a Controller Memory Buffer is and how large, from CMBLOC and CMBSZ.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct CmbLayout {
+    /// The BAR it is in (CMBLOC.BIR).
+    pub(crate) bar: u32,
+    /// Its offset in the BAR, in bytes.
+    pub(crate) offset: u64,
+    /// Its size in bytes.
+    pub(crate) size: u64,
+}
+
+impl CmbLayout {
+    /// Decodes CMBLOC and CMBSZ as C's `nvme_map_cmb`; `None` if CMBSZ is 0 (no buffer, or
+    /// one not enabled) or the size overflows.
+    pub(crate) fn decode(cmbloc: u32, cmbsz: u32) -> Option<Self> {
+        if cmbsz == 0 {
+            return None;
+        }
+        // Size Units: 4 KiB << (4 * SZU).
+        let unit = 1u64.checked_shl(12 + 4 * ((cmbsz >> 8) & 0xf))?;
+        let size = unit.checked_mul(u64::from(cmbsz >> 12))?;
+        let offset = unit.checked_mul(u64::from(cmbloc >> 12))?;
+        Some(Self {
+            bar: cmbloc & 0x7,
+            offset,
+            size,
+        })
+    }
+}
 
 /// Decoded Controller Capabilities.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -76,8 +123,7 @@ impl Cap {
     pub(crate) fn mpsmax_shift(self) -> u32 {
         12 + ((self.0 >> 52) & 0xf) as u32
     }
-    /// Controller Memory Buffer Supported.
-    #[allow(dead_code, reason = "kept with the rest of the spec's definitions")]
+    /// Controller Memory Buffer Supported (CMBMSC is implemented).
     pub(crate) fn cmbs(self) -> bool {
         self.0 & (1 << 57) != 0
     }
