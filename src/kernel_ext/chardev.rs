@@ -11,7 +11,7 @@
 
 use super::{
     device_raw,
-    sysfs::{AttrGroup, SysfsBuf},
+    sysfs::{visible_args, AttrGroup, SysfsBuf},
     uring_cmd::{self, Queued, UringCmd},
 };
 use kernel::{
@@ -283,11 +283,8 @@ impl<T: CharDevOps> CharDev<T> {
     ) -> u16 {
         // SAFETY: See the function's safety section.
         let (this, mode) = unsafe {
-            let dev = kobj
-                .cast::<u8>()
-                .sub(core::mem::offset_of!(bindings::device, kobj))
-                .cast::<bindings::device>();
-            (Self::from_misc((*dev).driver_data.cast()), (*attr).mode)
+            let (dev, mode) = visible_args(kobj, attr);
+            (Self::from_misc((*dev).driver_data.cast()), mode)
         };
         match usize::try_from(n) {
             Ok(i) if i >= T::ATTRS.len() || T::visible(&this.link, i) => mode,

@@ -67,6 +67,27 @@ pub(super) type StoreFn = unsafe extern "C" fn(
 pub(super) type VisibleFn =
     unsafe extern "C" fn(*mut bindings::kobject, *mut bindings::attribute, c_int) -> u16;
 
+/// For an `is_visible` callback: the device whose kobject is `kobj`, and the mode of
+/// `attr`.
+///
+/// # Safety
+///
+/// `kobj` is the kobject embedded in a live `struct device`; `attr` a live attribute.
+pub(super) unsafe fn visible_args(
+    kobj: *mut bindings::kobject,
+    attr: *mut bindings::attribute,
+) -> (*mut bindings::device, u16) {
+    // SAFETY: `kobj` is embedded in a `struct device` at `kobj`'s offset, and `attr` is
+    // live (the caller's guarantee).
+    unsafe {
+        let dev = kobj
+            .cast::<u8>()
+            .sub(core::mem::offset_of!(bindings::device, kobj))
+            .cast::<bindings::device>();
+        (dev, (*attr).mode)
+    }
+}
+
 /// A group of read-only attributes (shown by one `show` callback) followed by write-only ones
 /// (one `store` callback), and the null-terminated group list a device's `groups` points to.
 /// Boxed, so the pointers into it stay valid.

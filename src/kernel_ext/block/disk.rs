@@ -5,7 +5,7 @@
 //! its ioctl entry, its sysfs attributes. Upstream candidate: the common part of
 //! `kernel::block::mq::gen_disk`.
 
-use crate::kernel_ext::sysfs::{AttrGroup, SysfsBuf};
+use crate::kernel_ext::sysfs::{visible_args, AttrGroup, SysfsBuf};
 use core::{
     ffi::{c_int, c_void},
     marker::PhantomData,
@@ -183,11 +183,8 @@ impl<A: DiskAttrs> AttrOps<A> {
     ) -> u16 {
         // SAFETY: The kobject is the disk's device's (see the function's safety section).
         let (p, mode) = unsafe {
-            let dev = kobj
-                .cast::<u8>()
-                .sub(offset_of!(bindings::device, kobj))
-                .cast::<bindings::device>();
-            (Self::private_of(dev), (*attr).mode)
+            let (dev, mode) = visible_args(kobj, attr);
+            (Self::private_of(dev), mode)
         };
         match usize::try_from(n) {
             Ok(i) if A::visible(p, i) => mode,
