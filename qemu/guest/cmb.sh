@@ -51,18 +51,20 @@ nq=$(($(cat /sys/class/misc/rnvme0/queue_count) - 1))
 # The buffer's BAR: CMBLOC's BIR.
 bar=$(($(cat /sys/class/misc/rnvme0/cmbloc) & 7))
 RX=$(in_bar_regex $RP $bar) CX=$(in_bar_regex $CP $bar)
-trace_mark cmb_rnvme_begin /dev/nvme0n1
-echo $RP >/sys/bus/pci/drivers/rnvme/unbind
-echo $RP >/sys/bus/pci/drivers/rnvme/bind
-require_disk rnvme_disk_rebound /dev/rnvme0n1
-trace_mark cmb_rnvme_end /dev/nvme0n1
+# rebind NAME DRIVER PCI DISK OTHER TEST: DRIVER's controller PCI unbound and bound
+# again, its disk DISK back (test TEST), between trace marks NAME_begin and NAME_end
+# (read through the other driver's disk OTHER, which stays).
+rebind() {
+	trace_mark "$1_begin" "$5"
+	echo "$3" >"/sys/bus/pci/drivers/$2/unbind"
+	echo "$3" >"/sys/bus/pci/drivers/$2/bind"
+	require_disk "$6" "$4"
+	trace_mark "$1_end" "$5"
+}
+rebind cmb_rnvme rnvme $RP /dev/rnvme0n1 /dev/nvme0n1 rnvme_disk_rebound
 trace_expect rnvme_sqs_in_cmb cmb_rnvme_begin cmb_rnvme_end eq $nq "pci_nvme_create_sq .*$RX"
 trace_expect rnvme_sqs_created cmb_rnvme_begin cmb_rnvme_end eq $nq "pci_nvme_create_sq "
-trace_mark cmb_c_begin /dev/rnvme0n1
-echo $CP >/sys/bus/pci/drivers/nvme/unbind
-echo $CP >/sys/bus/pci/drivers/nvme/bind
-require_disk c_disk_rebound /dev/nvme0n1
-trace_mark cmb_c_end /dev/rnvme0n1
+rebind cmb_c nvme $CP /dev/nvme0n1 /dev/rnvme0n1 c_disk_rebound
 trace_expect c_sqs_in_cmb cmb_c_begin cmb_c_end eq $nq "pci_nvme_create_sq .*$CX"
 
 # --- data with the queues there --------------------------------------------------------
