@@ -133,9 +133,18 @@ for c in /sys/class/misc/rnvme*; do
 done
 other=$(ls /dev | grep -E '^rnvme[0-9]+n1$' | grep -v "^rnvme${inst}n1\$" | head -1)
 dmesg -c >/dev/null
+# On a pin, the unbind's last admin completion (Delete I/O Completion Queue) is acknowledged
+# (CQ head doorbell) before its waiter goes on to shut the controller down: a controller
+# disabled with an entry it believes unread keeps its pin up (QEMU's does, until the next
+# boot), and every later handler on the line returns IRQ_NONE. The test build's
+# admin_completion_delay_ms holds the interrupt handler for 100 ms after it wakes each
+# waiter, so a doorbell written after the wake-up comes after the shutdown; the device's own
+# Interrupt Status bit says whether its pin is down once the function is unbound.
+[ "$IRQ" = INTx ] && echo 100 >"/sys/kernel/debug/rnvme$inst/admin_completion_delay_ms"
 trace_mark unbind_begin /dev/$other
 echo "$dev" >/sys/bus/pci/drivers/rnvme/unbind
 trace_mark unbind_end /dev/$other
+[ "$IRQ" = INTx ] && expect_eq intx_pin_down_after_unbind "" "$(intx_raised)"
 # Each I/O queue deleted on the device before the shutdown (QEMU traces a CQ deletion only
 # when it succeeds, which needs its SQ deleted first; after CC.EN=0 there is no admin queue
 # to run them).
@@ -172,6 +181,12 @@ while [ $cycle -le 20 ]; do
 		break
 	fi
 	SHUTDOWNS=$((SHUTDOWNS + CTRLS))
+	raised=$(intx_raised)
+	if [ -n "$raised" ]; then
+		fail rmmod_insmod_20 "INTx pin of $raised up after rmmod in cycle $cycle"
+		ok=0
+		break
+	fi
 	if [ -n "$(bound_to rnvme)" ] || grep -q rnvme /proc/interrupts /proc/iomem; then
 		fail rmmod_insmod_20 "resources left after rmmod in cycle $cycle"
 		ok=0
@@ -217,6 +232,8 @@ expect_eq c_driver_sees_same_serial "$cserial" "$(cat /sys/class/nvme/nvme0/seri
 check c_driver_reads_while_rnvme_bound dd if=/dev/nvme0n1 of=/dev/null bs=4096 count=64 iflag=direct
 kmemleak_plant
 check rmmod_both sh -c 'rmmod nvme && rmmod nvme-core && rmmod rnvme'
+# Every pin down once both drivers let go (the C driver's controller too).
+[ "$IRQ" = INTx ] && expect_eq intx_pins_down_after_rmmod_both "" "$(intx_raised)"
 # The C driver's controller was enabled once and shut down at its rmmod, the others at ours.
 ENABLES=$((ENABLES + 1))
 SHUTDOWNS=$((SHUTDOWNS + CTRLS))

@@ -125,6 +125,16 @@ rnvme_of() {
 	done
 }
 
+# intx_raised: the NVMe functions whose INTx pin is up, from the device's own PCI status
+# register (Interrupt Status, bit 3), one per line.
+intx_raised() {
+	local p
+	for p in $(nvme_pci_devices); do
+		[ $((0x$(od -An -tx1 -j6 -N1 "/sys/bus/pci/devices/$p/config" | tr -d ' ') & 8)) = 0 ] ||
+			echo "$p"
+	done
+}
+
 # pci_command PCI [VALUE]: prints the 16-bit PCI command register of device PCI (decimal),
 # or writes VALUE to it.
 pci_command() {

@@ -63,9 +63,15 @@ mod hooks {
     use kernel::{
         prelude::*,
         sync::Arc,
-        time::{delay::fsleep, Delta},
+        time::{
+            delay::{fsleep, udelay},
+            Delta,
+        },
         uaccess::UserSliceReader,
     };
+
+    /// Longest busy wait `admin_completion_delay_ms` gives (it runs in an interrupt handler).
+    pub(crate) const MAX_COMPLETION_DELAY_MS: u32 = 200;
 
     /// Written to `fail_dma_map`: fail every mapping until something else is written.
     pub(crate) const ALWAYS: u32 = u32::MAX;
@@ -95,6 +101,8 @@ mod hooks {
         recovery_delay_ms: AtomicU32,
         /// Allocations leaked on purpose through `kmemleak_control`.
         leaks: AtomicU32,
+        /// Milliseconds each admin completion busy-waits once handed to its waiter.
+        admin_completion_delay_ms: AtomicU32,
     }
 
     /// The faults' debugfs files.
@@ -110,6 +118,7 @@ mod hooks {
         LoseNsDescLists,
         RecoveryDelayMs,
         KmemleakControl,
+        AdminCompletionDelayMs,
     }
 
     impl Faults {
@@ -126,6 +135,7 @@ mod hooks {
                     ns_desc_lists: AtomicU32::new(0),
                     recovery_delay_ms: AtomicU32::new(0),
                     leaks: AtomicU32::new(0),
+                    admin_completion_delay_ms: AtomicU32::new(0),
                 },
                 GFP_KERNEL,
             )?)
@@ -176,6 +186,19 @@ mod hooks {
             sleep_once(&self.recovery_delay_ms);
         }
 
+        /// Busy-waits `admin_completion_delay_ms` (at most [`MAX_COMPLETION_DELAY_MS`]), if
+        /// set, once an admin completion was handed to its waiter: in the interrupt handler,
+        /// it holds off whatever the handler does next while the woken waiter runs on.
+        pub(crate) fn delay_admin_completion(&self) {
+            let ms = self
+                .admin_completion_delay_ms
+                .load(Relaxed)
+                .min(MAX_COMPLETION_DELAY_MS);
+            for _ in 0..ms {
+                udelay(Delta::from_millis(1));
+            }
+        }
+
         /// Whether the driver's admin command `cmd` is to be lost: not sent, left to time
         /// out (consumes one).
         pub(crate) fn lose_admin_command(&self, cmd: &Command) -> bool {
@@ -196,6 +219,7 @@ mod hooks {
                 Knob::LoseNsDescLists => &self.ns_desc_lists,
                 Knob::RecoveryDelayMs => &self.recovery_delay_ms,
                 Knob::KmemleakControl => &self.leaks,
+                Knob::AdminCompletionDelayMs => &self.admin_completion_delay_ms,
             }
         }
 
@@ -318,6 +342,9 @@ mod none {
 
         #[inline(always)]
         pub(crate) fn delay_recovery(&self) {}
+
+        #[inline(always)]
+        pub(crate) fn delay_admin_completion(&self) {}
 
         #[inline(always)]
         pub(crate) fn lose_admin_command(&self, _cmd: &crate::spec::command::Command) -> bool {

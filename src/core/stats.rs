@@ -171,6 +171,7 @@ impl DebugDir {
             (c"lose_ns_desc_lists", Knob::LoseNsDescLists),
             (c"recovery_delay_ms", Knob::RecoveryDelayMs),
             (c"kmemleak_control", Knob::KmemleakControl),
+            (c"admin_completion_delay_ms", Knob::AdminCompletionDelayMs),
         ];
         for (name, knob) in knobs {
             let file = self.dir.read_write_callback_file(

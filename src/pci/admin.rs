@@ -241,8 +241,10 @@ impl<'b> AdminQueue<'b> {
     }
 
     /// Consumes new completions; called from the interrupt handler or the polling waiter.
+    /// Each is acknowledged (CQ head doorbell) before its waiter wakes: the waiter may stop
+    /// the controller next (unbind's last Delete I/O Completion Queue before the shutdown).
     pub(crate) fn process(&self) -> u32 {
-        self.queue.reap_unowned(|cqe| self.complete(cqe))
+        self.queue.reap_unowned_acked(|cqe| self.complete(cqe))
     }
 
     /// Under the CQ lock.
@@ -270,6 +272,7 @@ impl<'b> AdminQueue<'b> {
             // result, the event is signalled, and never reaches the slot's next command.
             self.done[i].complete();
             drop(p);
+            self.faults.delay_admin_completion();
         } else {
             drop(p);
             dev_warn!(

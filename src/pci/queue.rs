@@ -33,6 +33,10 @@ use kernel::{
     sync::Arc,
 };
 
+/// Entries [`Queue::reap_unowned_acked`] acknowledges at a time before handing them on (a
+/// copy on the stack; the admin queue rarely has more outstanding).
+const ACKED_BATCH: usize = 16;
+
 /// The shadow doorbell and event index buffers of a controller (Doorbell Buffer Config).
 ///
 /// With them, the driver posts each new SQ tail and CQ head in memory and writes the MMIO
@@ -341,7 +345,7 @@ impl<'b> Queue<'b> {
     #[inline(always)]
     pub(crate) fn reap_in_handler(&self, ctx: &IrqContext, f: impl FnMut(Completion)) -> u32 {
         self.cq_state
-            .with_handler(ctx, |st| self.reap::<false>(st, f))
+            .with_handler(ctx, |st| self.reap::<false>(st, f, usize::MAX))
             .unwrap_or(0)
     }
 
@@ -349,7 +353,41 @@ impl<'b> Queue<'b> {
     /// polled queues; 0 for another).
     pub(crate) fn reap_unowned(&self, f: impl FnMut(Completion)) -> u32 {
         self.cq_state
-            .with_unowned(|st| self.reap::<true>(st, f))
+            .with_unowned(|st| self.reap::<true>(st, f, usize::MAX))
+            .unwrap_or(0)
+    }
+
+    /// [`Self::reap_unowned`] for a queue whose completions let their waiters stop the
+    /// controller (the admin queue): each batch's CQ head doorbell is written before its
+    /// entries are handed to `f`. A waiter woken first could disable the controller before
+    /// the write, with the entries unacknowledged, and a controller that resets with entries
+    /// it believes unread may keep its INTx pin raised (QEMU's does, for good: an interrupt
+    /// storm no handler claims). C's handler likewise rings before its batch completes.
+    pub(crate) fn reap_unowned_acked(&self, mut f: impl FnMut(Completion)) -> u32 {
+        self.cq_state
+            .with_unowned(|st| {
+                let mut total = 0;
+                loop {
+                    let mut batch = [Completion::default(); ACKED_BATCH];
+                    let n = self.reap::<true>(
+                        st,
+                        {
+                            let mut i = 0;
+                            let batch = &mut batch;
+                            move |cqe| {
+                                batch[i] = cqe;
+                                i += 1;
+                            }
+                        },
+                        ACKED_BATCH,
+                    );
+                    batch[..n as usize].iter().for_each(|cqe| f(*cqe));
+                    total += n;
+                    if (n as usize) < ACKED_BATCH {
+                        return total;
+                    }
+                }
+            })
             .unwrap_or(0)
     }
 
@@ -357,7 +395,7 @@ impl<'b> Queue<'b> {
     /// error recovery). May sleep.
     pub(crate) fn reap_irq_disabled(&self, f: impl FnMut(Completion)) -> u32 {
         self.cq_state
-            .with_irq_disabled(|st| self.reap::<true>(st, f))
+            .with_irq_disabled(|st| self.reap::<true>(st, f, usize::MAX))
     }
 
     /// Hands every new completion to `f` and writes the CQ head doorbell once at the end.
@@ -365,11 +403,19 @@ impl<'b> Queue<'b> {
     /// that [`Self::cq_pending`] reads (which only polled queues use; an interrupt handler
     /// skips it).
     #[inline(always)]
-    fn reap<const HINT: bool>(&self, st: &mut CqState, mut f: impl FnMut(Completion)) -> u32 {
+    fn reap<const HINT: bool>(
+        &self,
+        st: &mut CqState,
+        mut f: impl FnMut(Completion),
+        limit: usize,
+    ) -> u32 {
         let mut n = 0;
         // `head` is always below `depth`, the ring's length, so `peek` only returns `None`
         // for an entry the controller has not posted yet.
-        while let Some(cqe) = self.peek(st.head, st.phase) {
+        while (n as usize) < limit {
+            let Some(cqe) = self.peek(st.head, st.phase) else {
+                break;
+            };
             // `head < depth <= u16::MAX`: the increment cannot wrap.
             st.head = st.head.wrapping_add(1);
             if st.head == self.depth {
