@@ -15,6 +15,8 @@
 #   BENCH_PUBLISH=1      also copy the run (table, plot, JSON) to bench/results/, the tables into docs/benchmark.md
 #   BENCH_RNVME_ARGS=    extra rnvme module parameters (to measure an option against C)
 #   BENCH_C_ARGS=        extra nvme (C driver) module parameters (the same option on C)
+#   BENCH_CTRL_PROPS=    extra QEMU properties of every controller, both drivers' (a device
+#                        feature against C: cmb_size_mb=64 puts both drivers' SQs in a CMB)
 #   BENCH_COST_ONLY=1    only the counted cost per I/O (the cost VM, a few minutes)
 #   BENCH_SCALE_ONLY=1   only the scale table (the scale VM: 8 vCPUs, 8 controllers)
 #   BENCH_SCALE_REPS=3   repetitions in the scale VM
@@ -58,6 +60,11 @@ cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')
 qemu=$(qemu-system-x86_64 --version | head -1)
 kver=$(make -s -C "$("$RNVME_ROOT/scripts/kdir.sh" "$KFLAVOUR")" kernelversion 2>/dev/null || echo "?")
 MACHINE="$(nproc) host cores ($cpu), $(($(grep MemTotal /proc/meminfo | awk '{print $2}') / 1048576)) GiB; $qemu, TCG, $(nproc) vCPUs; guest kernel $kver ($KFLAVOUR, clang-$(llvm_version "$KFLAVOUR"))"
+CTRL_PROPS=()
+if [ -n "${BENCH_CTRL_PROPS:-}" ]; then
+	CTRL_PROPS=(--ctrl-props "$BENCH_CTRL_PROPS")
+	MACHINE="$MACHINE; every controller with $BENCH_CTRL_PROPS"
+fi
 say "machine: $MACHINE"
 if [ -z "${BENCH_COST_ONLY:-}${BENCH_SCALE_ONLY:-}" ]; then
 	say "benchmark VM: $REPS repetitions (log: $OUT/console.log)"
@@ -65,7 +72,7 @@ if [ -z "${BENCH_COST_ONLY:-}${BENCH_SCALE_ONLY:-}" ]; then
 	rc=0
 	"$RNVME_ROOT/qemu/run" --flavour "$KFLAVOUR" --quiet --log "$OUT/console.log" --timeout 5400 \
 		--ctrls 10 --image-ctrls 4 --throttle-ctrls 2 --throttle-write-mbps "$THROTTLE_MBPS" \
-		--backend null --image-dir "$SHM" --size 1G --mem 3G \
+		--backend null --image-dir "$SHM" --size 1G --mem 3G "${CTRL_PROPS[@]}" \
 		-- "$GUEST_ENV sh /guest/bench.sh" >"$OUT/run.log" 2>&1 || rc=$?
 	say "VM finished in $(($(date +%s) - start)) s (exit $rc)"
 	grep -q RNVME-BENCH-DONE "$OUT/console.log" ||
@@ -90,7 +97,7 @@ if [ -z "${BENCH_ONLY:-}${BENCH_SCALE_ONLY:-}" ]; then
 	rc=0
 	"$RNVME_ROOT/qemu/run" --flavour "$KFLAVOUR" --quiet --log "$OUT/cost-console.log" \
 		--timeout 3600 --ctrls 2 --backend null --latency-us 100 --size 1G --smp 1 \
-		--extra=-plugin \
+		"${CTRL_PROPS[@]}" --extra=-plugin \
 		--extra="$RNVME_ROOT/out/plugins/icount.so,out=$OUT/cost-marks.txt,profile=on" \
 		-- "$COST_ENV sh /guest/cost.sh" >"$OUT/cost-run.log" 2>&1 || rc=$?
 	say "cost VM finished in $(($(date +%s) - start)) s (exit $rc)"
@@ -153,7 +160,7 @@ PY
 	say "scale table published to docs/benchmark.md"
 fi
 
-if [ -n "${BENCH_PUBLISH:-}" ] && [ -z "${BENCH_COST_ONLY:-}${BENCH_ONLY:-}${BENCH_SCALE_ONLY:-}" ] &&
+if [ -n "${BENCH_PUBLISH:-}" ] && [ -z "${BENCH_COST_ONLY:-}${BENCH_ONLY:-}${BENCH_SCALE_ONLY:-}${BENCH_CTRL_PROPS:-}" ] &&
 	[ $status -eq 0 ]; then
 	# The base kernel's results are docs/benchmark.md's main table; the inline kernel's its own.
 	tag=bench

@@ -9,6 +9,8 @@
 #   PROFILE_BS=4k      read size (other than 4k: fio with io_uring, as the block-size sweep)
 #   PROFILE_BATCH=1    reads fio submits per system call (above 2: a plug's list, queue_rqs)
 #   PROFILE_KERNEL=base   the guest kernel: base, or inline (helpers inlined, clang-22)
+#   PROFILE_CTRL_PROPS=   extra QEMU properties of both controllers (cmb_size_mb=64: both
+#                         drivers' submission queues in a Controller Memory Buffer)
 #   PROFILE_PASSTHRU=1    the reads as NVMe passthrough through io_uring (fio io_uring_cmd) on
 #                         the generic devices (/dev/ng0n1, /dev/rng0n1)
 . "$(dirname "$0")/common.sh"
@@ -43,6 +45,7 @@ LATENCY=100 MAXCPUS=
 rm -f "$OUT/marks.txt"
 "$RNVME_ROOT/qemu/run" --flavour "$KFLAVOUR" --quiet --log "$OUT/console.log" --timeout 1800 \
 	--ctrls 2 --backend null --latency-us $LATENCY --smp 1 $MAXCPUS \
+	${PROFILE_CTRL_PROPS:+--ctrl-props "$PROFILE_CTRL_PROPS"} \
 	--extra=-plugin --extra="$RNVME_ROOT/out/plugins/icount.so,out=$OUT/marks.txt,profile=on" \
 	-- "COST_IOS=$IOS QD=$QD BS=$BS BATCH=$BATCH PASSTHRU=${PROFILE_PASSTHRU:-} sh /guest/profile.sh" >"$OUT/run.log" 2>&1 ||
 	die "the profile VM failed: $(tail -5 "$OUT/run.log")"
