@@ -95,6 +95,29 @@ fn cmb_layout() {
     assert_eq!(CmbLayout::decode(0, 0xfff0_0f00), None);
 }
 
+/// The depth of submission queues in a Controller Memory Buffer, as C's `nvme_cmb_qdepth`.
+#[test]
+fn cmb_sq_depth() {
+    use crate::spec::regs::cmb_sq_depth;
+    const MIB: u64 = 1 << 20;
+    // Everything fits: the depth asked for (3 queues of 64 KiB in 2 MiB; 32 in exactly 2 MiB).
+    assert_eq!(cmb_sq_depth(2 * MIB, 3, 1024), Some(1024));
+    assert_eq!(cmb_sq_depth(2 * MIB, 32, 1024), Some(1024));
+    // 18 queues of 128 KiB in 2 MiB: a share of 116508 bytes, 114688 in whole pages, 1792
+    // entries (what C computes for the scenario `cmb`'s second half).
+    assert_eq!(cmb_sq_depth(2 * MIB, 18, 2048), Some(1792));
+    // A queue's size is rounded up to a page: 3 queues of 65 entries (4160 bytes) take 24 KiB;
+    // a byte less, and each gets one page, 64 entries.
+    assert_eq!(cmb_sq_depth(24 << 10, 3, 65), Some(65));
+    assert_eq!(cmb_sq_depth((24 << 10) - 1, 3, 65), Some(64));
+    // A share below 64 entries: host memory at full depth instead.
+    assert_eq!(cmb_sq_depth(MIB, 256, 1024), Some(64));
+    assert_eq!(cmb_sq_depth(MIB, 257, 1024), None);
+    // No buffer to speak of, and no queue (counted as one).
+    assert_eq!(cmb_sq_depth(0, 4, 1024), None);
+    assert_eq!(cmb_sq_depth(2 * MIB, 0, 1024), Some(1024));
+}
+
 #[test]
 fn shadow_doorbells() {
     use crate::spec::regs::{shadow_len, shadow_need_event, shadow_sq_index};

@@ -777,7 +777,7 @@ for flavour in $FLAVOURS; do
 		--backend image --image-dir "$img/sriov" --size 64M --timeout $T -- 'sh /guest/sriov.sh'
 	# The Controller Memory Buffer beside the C driver: published as peer-to-peer memory,
 	# the submission queues in it (QEMU's trace), data verified, and without it.
-	job "cmb-$flavour" run_vm "cmb-$flavour" "$flavour" --ctrls 2 --ctrl-props cmb_size_mb=64 \
+	job "cmb-$flavour" run_vm "cmb-$flavour" "$flavour" --ctrls 2 --ctrl-props cmb_size_mb=2 --smp 16 \
 		--backend image --image-dir "$img/cmb" --size 64M --timeout $T -- 'sh /guest/cmb.sh'
 	# A Format NVM freezing many heads and disks at once, rnvme beside the C driver: within
 	# lockdep's depth of held locks per task.

@@ -20,7 +20,7 @@ use crate::{
     },
     params,
     queue::ShadowDoorbells,
-    spec::{command::Command, identify::IdentifyController, quirks::Quirks},
+    spec::{command::Command, identify::IdentifyController, quirks::Quirks, regs::cmb_sq_depth},
     stats::DebugDir,
 };
 use kernel::{
@@ -89,6 +89,8 @@ pub(crate) struct Queues<'b> {
     irqs: Option<IrqSet<'b, QueueIrq<'b>>>,
     created: IoQueues<'b>,
     shadow: Option<Arc<ShadowDoorbells>>,
+    /// The I/O submission queues go in the controller memory buffer.
+    sq_in_cmb: bool,
     /// Queues with interrupts (ids 1..=nr_io: the default set, then `nr_read` for reads
     /// only), then polled ones.
     nr_io: u16,
@@ -151,6 +153,7 @@ impl<'b> Queues<'b> {
             irqs,
             created: KVec::new(),
             shadow: None,
+            sq_in_cmb: false,
             nr_io: 0,
             nr_read: 0,
             nr_poll: 0,
@@ -186,6 +189,21 @@ impl<'b> Queues<'b> {
         } else {
             params::io_queue_depth().clamp(2, hw.cap.mqes().min(params::MAX_DEPTH)) as u16
         };
+        // Submission queues in the controller memory buffer as C's: every queue the
+        // controller granted, as deep as an equal share of the buffer allows, or none.
+        if let Some(cmb) = hw.cmb.as_ref().filter(|c| c.use_sqes) {
+            match cmb_sq_depth(cmb.size, granted_all, u32::from(this.depth)) {
+                // At most the depth asked for.
+                Some(depth) => {
+                    this.depth = depth as u16;
+                    this.sq_in_cmb = true;
+                }
+                None => dev_info!(
+                    pdev.as_ref(),
+                    "rnvme{inst}: controller memory buffer too small for {granted_all} submission queues: in host memory\n"
+                ),
+            }
+        }
         // No shadow doorbells on a pin (INTx): the CQ head doorbell write is what lowers a
         // level-triggered line, and the shadow's event index lets the host skip it (QEMU's
         // lags one update behind): the pin then stays up with nothing to reap, an interrupt
@@ -246,7 +264,7 @@ impl<'b> Queues<'b> {
             self.shadow.clone(),
             faults.clone(),
             hw.quirks(),
-            hw.cmb.as_ref().is_some_and(|c| c.use_sqes),
+            self.sq_in_cmb,
         )?;
         hw.create_io_queue(&q)?;
         // INVARIANT: created on the device just above, after qids 1..qid (capacity was

@@ -70,6 +70,23 @@ impl CmbLayout {
     }
 }
 
+/// How deep `queues` I/O submission queues of `depth` entries can be in a Controller Memory
+/// Buffer of `size` bytes, as C's `nvme_cmb_qdepth`: `depth` if every queue fits (each
+/// rounded up to 4 KiB), else the depth of an equal share of the buffer; `None` if that is
+/// below 64 entries, where queues of full depth in host memory serve better.
+pub(crate) fn cmb_sq_depth(size: u64, queues: u32, depth: u32) -> Option<u32> {
+    const PAGE: u64 = 4096;
+    const SQE: u64 = 64;
+    let queues = u64::from(queues.max(1));
+    let per_queue = (u64::from(depth) * SQE).next_multiple_of(PAGE);
+    if per_queue.saturating_mul(queues) <= size {
+        return Some(depth);
+    }
+    let share = size / queues / PAGE * PAGE;
+    let shallower = u32::try_from(share / SQE).ok()?;
+    (shallower >= 64).then_some(shallower.min(depth))
+}
+
 /// Decoded Controller Capabilities.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Cap(pub(crate) u64);
