@@ -256,13 +256,13 @@ impl<'b> Shared<'b> {
                 ts.retain_disks(|ns| ns.nsid() != nsid);
                 return;
             }
-            dev_info!(
+            dev_dbg!(
                 self.hw.pdev.as_ref(),
                 "rnvme{s}n{nsid}: path rnvme{s}c{inst}n{nsid} ({} namespace)\n",
                 if f.shared { "shared" } else { "private" }
             );
         }
-        dev_info!(
+        dev_dbg!(
             self.hw.pdev.as_ref(),
             "rnvme{}n{nsid}: {} MiB, {} byte blocks{}{}{}{}\n",
             DiskPrefix(sub, inst),
