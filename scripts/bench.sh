@@ -143,12 +143,13 @@ say "results: $OUT/results.json, $OUT/table.md$([ ! -f "$OUT/sweeps.png" ] || ec
 if [ -n "${BENCH_PUBLISH:-}" ] && [ -f "$OUT/scale.md" ] && [ ${#SCALE_ARGS[@]} -gt 0 ] &&
 	[ $status -eq 0 ] && [ "$KFLAVOUR" = base ]; then
 	python3 - "$RNVME_ROOT/docs/benchmark.md" "$OUT/scale.md" "$MACHINE" "$(date -u +%Y-%m-%d)" \
-		"$(git -C "$RNVME_ROOT" rev-parse --short HEAD)" <<'PY'
+		"$(git -C "$RNVME_ROOT" rev-parse --short HEAD)" "${BENCH_SCALE_REPS:-3}" <<'PY'
 import re, sys
-doc, table, machine, day, commit = sys.argv[1:]
+doc, table, machine, day, commit, reps = sys.argv[1:]
 text = open(doc).read()
 block = (f"<!-- scale-begin -->\nMeasured {day} at commit {commit} on {machine}, with "
-         f"`BENCH_SCALE_ONLY=1 make bench` (three repetitions).\n\n" + open(table).read()
+         f"`BENCH_SCALE_ONLY=1 BENCH_SCALE_REPS={reps} make bench` ({reps} repetitions, each "
+         f"driver in turn).\n\n" + open(table).read()
          + "<!-- scale-end -->")
 new, n = re.subn("<!-- scale-begin -->.*<!-- scale-end -->", lambda m: block, text, flags=re.S)
 if n:
