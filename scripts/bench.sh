@@ -15,8 +15,9 @@
 #   BENCH_PUBLISH=1      also copy the run (table, plot, JSON) to bench/results/, the tables into docs/benchmark.md
 #   BENCH_RNVME_ARGS=    extra rnvme module parameters (to measure an option against C)
 #   BENCH_C_ARGS=        extra nvme (C driver) module parameters (the same option on C)
-#   BENCH_CTRL_PROPS=    extra QEMU properties of every controller, both drivers' (a device
-#                        feature against C: cmb_size_mb=64 puts both drivers' SQs in a CMB)
+#   BENCH_CTRL_PROPS=    extra QEMU properties of every controller of every VM, both
+#                        drivers' (a device feature against C: cmb_size_mb=64 puts both
+#                        drivers' SQs in a CMB); nothing is published from such a run
 #   BENCH_COST_ONLY=1    only the counted cost per I/O (the cost VM, a few minutes)
 #   BENCH_SCALE_ONLY=1   only the scale table (the scale VM: 8 vCPUs, 8 controllers)
 #   BENCH_SCALE_REPS=3   repetitions in the scale VM
@@ -116,7 +117,7 @@ if [ -z "${BENCH_ONLY:-}${BENCH_COST_ONLY:-}" ]; then
 	start=$(date +%s)
 	rc=0
 	"$RNVME_ROOT/qemu/run" --flavour "$KFLAVOUR" --quiet --log "$OUT/scale-console.log" \
-		--timeout 3600 --smp 16 --ctrls 8 --ns-of 0:64 --backend null --size 64M \
+		--timeout 3600 --smp 16 --ctrls 8 --ns-of 0:64 --backend null --size 64M "${CTRL_PROPS[@]}" \
 		-- "CHECK=0 REPS=${BENCH_SCALE_REPS:-3} ONLINE=$(nproc) sh /guest/scale.sh" >"$OUT/scale-run.log" 2>&1 || rc=$?
 	say "scale VM finished in $(($(date +%s) - start)) s (exit $rc)"
 	grep -q RNVME-SCALE-DONE "$OUT/scale-console.log" ||
@@ -141,7 +142,7 @@ say "results: $OUT/results.json, $OUT/table.md$([ ! -f "$OUT/sweeps.png" ] || ec
 # The scale table has a block of its own in docs/benchmark.md (BENCH_SCALE_ONLY=1 publishes
 # it alone).
 if [ -n "${BENCH_PUBLISH:-}" ] && [ -f "$OUT/scale.md" ] && [ ${#SCALE_ARGS[@]} -gt 0 ] &&
-	[ $status -eq 0 ] && [ "$KFLAVOUR" = base ]; then
+	[ $status -eq 0 ] && [ "$KFLAVOUR" = base ] && [ -z "${BENCH_CTRL_PROPS:-}" ]; then
 	python3 - "$RNVME_ROOT/docs/benchmark.md" "$OUT/scale.md" "$MACHINE" "$(date -u +%Y-%m-%d)" \
 		"$(git -C "$RNVME_ROOT" rev-parse --short HEAD)" "${BENCH_SCALE_REPS:-3}" <<'PY'
 import re, sys

@@ -106,7 +106,7 @@ trace_mark small_cmb_c_end /dev/rnvme0n1
 nq=$(($(cat /sys/class/misc/rnvme0/queue_count) - 1))
 expect_eq deep_queue_count_as_c "$(cat /sys/class/nvme/nvme0/queue_count 2>&1)" \
 	"$(cat /sys/class/misc/rnvme0/queue_count 2>&1)"
-check eighteen_queues_granted test "$nq" -gt 16
+check eighteen_queues_granted test "$nq" -eq 18
 trace_expect rnvme_small_cmb_sqs_shallower small_cmb_rnvme_begin small_cmb_rnvme_end eq $nq \
 	"pci_nvme_create_sq .*${RX}.* qsize=1791,"
 trace_expect rnvme_small_cmb_sqs_created small_cmb_rnvme_begin small_cmb_rnvme_end eq $nq \
