@@ -617,7 +617,7 @@ for flavour in $FLAVOURS; do
 	# and longer VM timeouts.
 	img=$RNVME_ROOT/out/test-images/$flavour
 	rm -rf "$img"
-	mkdir -p "$img"/{io,lba4k,mdts1,queues1,msix1,poll,aen,errors,timeout,stress,dead,format,busmaster,swiotlb,power,aer,mpath,storm,sriov,cmb}
+	mkdir -p "$img"/{io,lba4k,mdts1,queues1,msix1,poll,aen,errors,timeout,stress,dead,format,busmaster,swiotlb,power,aer,mpath,storm,sriov,cmb,remove}
 	if [ "$flavour" = base ]; then
 		T=900 BASIC_CTRLS=3 BASIC_NS=2 IO_ENV='LBA=512 HOSTCHECK=1' IO_SIZE=256M FUZZ_N=3000 URING_SIZE=16M
 		CYCLES=50 SLEEP_ROUNDS=20 SLEEP_FIO_S=3 SPECIAL_ENV='QUICK=1 HOSTCHECK=1'
@@ -779,6 +779,10 @@ for flavour in $FLAVOURS; do
 	# the submission queues in it (QEMU's trace), data verified, and without it.
 	job "cmb-$flavour" run_vm "cmb-$flavour" "$flavour" --ctrls 2 --ctrl-props cmb_size_mb=2 --smp 16 \
 		--backend image --image-dir "$img/cmb" --size 64M --timeout $T -- 'sh /guest/cmb.sh'
+	# A PCI function removed through sysfs under reads and found again by a rescan, beside
+	# the C driver (what C's delete_controller does for fabrics controllers).
+	job "remove-$flavour" run_vm "remove-$flavour" "$flavour" --ctrls 2 --backend image \
+		--image-dir "$img/remove" --size 64M --timeout $T -- 'sh /guest/remove.sh'
 	# A Format NVM freezing many heads and disks at once, rnvme beside the C driver: within
 	# lockdep's depth of held locks per task.
 	job "manyns-$flavour" run_vm "manyns-$flavour" "$flavour" --ctrls 4 --subsys-pairs --ns 25 --backend null \
