@@ -216,7 +216,11 @@ scenario_start() {
 problem_traces() {
 	awk '
 		/^\[ *[0-9.]+\] / && /(WARNING:|BUG:|INFO: task .* blocked|Oops|general protection|KASAN|UBSAN|possible circular|inconsistent lock|soft lockup)/ {
-			if (reports++ < 3) { left = 30; print "  " $0 } else left = 0
+			# A task blocked for good is reported again every half minute: once is enough.
+			key = $0
+			sub(/^\[ *[0-9.]+\] /, "", key)
+			sub(/ blocked for more than .*/, "", key)
+			if (!(key in seen) && reports++ < 3) { seen[key] = 1; left = 30; print "  " $0 } else left = 0
 			next
 		}
 		left > 0 && /---\[ end trace/ { left = 0; next }
@@ -230,9 +234,12 @@ vm_status() {
 	say "$name took $took s"
 	case $rc in
 	0) ok "$name: guest exited 0, kernel log clean" ;;
+	# The first reports' stacks before the list of every problem line: a summary that
+	# keeps only a message's first lines (CI's) still shows where a hung task waits.
 	3) bad "$name: guest exited 0, kernel log clean" "kernel reported problems:
-$(grep -A20 'kernel reported problems' "$LOGS/$name.run.log" | tail -n +2)
-$(problem_traces "$log")" ;;
+$(problem_traces "$log")
+every problem line:
+$(grep -A20 'kernel reported problems' "$LOGS/$name.run.log" | tail -n +2)" ;;
 	*) bad "$name: guest exited 0, kernel log clean" \
 		"qemu/run exited $rc: $(tail -2 "$LOGS/$name.run.log" | tr '\n' ' ') (log: $log)" ;;
 	esac
