@@ -14,6 +14,7 @@
 #   RNVME_STORM_S, RNVME_STORM_ROUNDS  the storm scenario's length and rounds (20, 1)
 #   RNVME_STORM_HICCUP=0               the storm leaves Memory Space alone (default: a second off
 #                                      per round on each controller)
+#   RNVME_STORM_WATCHDOG_S             seconds before a hung storm dumps its stacks and powers off
 #   RNVME_TEST_LOGS=dir                where the logs go (default out/test-logs)
 #   RNVME_TEST_JOBS=2                  VM scenarios run at once (a block of lines each)
 #   RNVME_CI=1                         refuse a partial selection (.ci/run sets it)
@@ -693,7 +694,7 @@ for flavour in $FLAVOURS; do
 	job "storm-$flavour" run_vm "storm-$flavour" "$flavour" --ctrls 2 --ns 3 --subsys --detached 3 --backend image \
 		--image-dir "$img/storm" --size 64M --timeout $((900 + 4 * ${RNVME_STORM_S:-20})) \
 		--known-warning blk_mq_unquiesce_queue \
-		-- "STORM_S=${RNVME_STORM_S:-20} ROUNDS=${RNVME_STORM_ROUNDS:-1} HICCUP=${RNVME_STORM_HICCUP:-1} sh /guest/storm.sh"
+		-- "STORM_S=${RNVME_STORM_S:-20} ROUNDS=${RNVME_STORM_ROUNDS:-1} HICCUP=${RNVME_STORM_HICCUP:-1} WATCHDOG_S=${RNVME_STORM_WATCHDOG_S:-} sh /guest/storm.sh"
 	# System sleep under fio (pm_test): suspend to RAM and to idle, hibernation; rnvme beside
 	# the C driver, which the same transitions suspend.
 	job "power-$flavour" run_vm "power-$flavour" "$flavour" --ctrls 2 --backend image --image-dir "$img/power" \

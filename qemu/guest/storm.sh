@@ -24,11 +24,24 @@ WATCHDOG_S=${WATCHDOG_S:-$((STORM_S * 4 + 480))}
 (
 	sleep "$WATCHDOG_S"
 	echo "storm: still running after $WATCHDOG_S s: the blocked tasks, then power off"
+	echo "storm: states: rnvme0 $(cat /sys/class/misc/rnvme0/state 2>/dev/null)," \
+		"nvme0 $(cat /sys/class/nvme/nvme0/state 2>/dev/null)"
+	# Blocked tasks, and any other task inside either driver (a worker that loops or
+	# sleeps interruptibly holds up a reset as surely).
 	for t in /proc/[0-9]*; do
-		grep -q '^State:.*D' "$t/status" 2>/dev/null || continue
-		echo "storm: blocked: $(cat "$t/comm") (${t#/proc/}): $(tr '\0' ' ' <"$t/cmdline")"
-		sed 's/^/storm:   /' "$t/stack" 2>/dev/null
+		st=$(cat "$t/stack" 2>/dev/null)
+		if grep -q '^State:.*D' "$t/status" 2>/dev/null; then
+			echo "storm: blocked: $(cat "$t/comm") (${t#/proc/}): $(tr '\0' ' ' <"$t/cmdline")"
+		elif echo "$st" | grep -q nvme; then
+			echo "storm: in a driver: $(cat "$t/comm") (${t#/proc/}), $(grep '^State:' "$t/status")"
+		else
+			continue
+		fi
+		echo "$st" | sed 's/^/storm:   /'
 	done
+	# A driver's shutdown may wait for the hang too: the next hung-task check ends the
+	# guest (a panic, which ends QEMU) rather than the host's timeout.
+	echo 1 >/proc/sys/kernel/hung_task_panic 2>/dev/null
 	poweroff -f
 ) &
 watchdog=$!
@@ -113,9 +126,22 @@ gap=$((STORM_S / (2 * ROUNDS + 1)))
 [ $gap -lt 1 ] && gap=1
 for r in $(seq $ROUNDS); do
 	sleep $gap
+	# rnvme's function reset lands wherever it falls, its user resets too. The C driver's
+	# waits for a user reset of its to end: a function reset during one has left C's next
+	# reset work running for good (its `nvme reset` and the reset's nvme_reset_done both
+	# waiting for it, every later admin command queued behind it, and power-off too).
 	ev=""
 	for drv in rnvme nvme; do
-		echo 1 >"/sys/bus/pci/devices/$(bound_to $drv | head -1)/reset" &
+		p=$(bound_to $drv | head -1)
+		if [ $drv = rnvme ]; then
+			echo 1 >"/sys/bus/pci/devices/$p/reset" &
+		else
+			(
+				lock "reset-$drv"
+				echo 1 >"/sys/bus/pci/devices/$p/reset"
+				unlock "reset-$drv"
+			) &
+		fi
 		ev="$ev $!"
 	done
 	for p in $ev; do wait $p; done
