@@ -787,8 +787,8 @@ for flavour in $FLAVOURS; do
 	# the submission queues in it (QEMU's trace), data verified, and without it.
 	job "cmb-$flavour" run_vm "cmb-$flavour" "$flavour" --ctrls 2 --ctrl-props cmb_size_mb=2 --smp 16 \
 		--backend image --image-dir "$img/cmb" --size 64M --timeout $T -- 'sh /guest/cmb.sh'
-	# A PCI function removed through sysfs under reads and found again by a rescan, beside
-	# the C driver (what C's delete_controller does for fabrics controllers).
+	# A PCI function removed through sysfs under reads and writes and found again by a
+	# rescan, beside the C driver (what C's delete_controller does for fabrics controllers).
 	job "remove-$flavour" run_vm "remove-$flavour" "$flavour" --ctrls 2 --backend image \
 		--image-dir "$img/remove" --size 64M --timeout $T -- 'sh /guest/remove.sh'
 	# A Format NVM freezing many heads and disks at once, rnvme beside the C driver: within

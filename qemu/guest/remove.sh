@@ -2,12 +2,12 @@
 # A PCI function removed through sysfs while I/O runs on it, and found again by a bus
 # rescan, on rnvme beside the C driver on an identical controller: what C's
 # `delete_controller` does for a fabrics controller (C offers no such attribute on a PCI
-# function, nor does rnvme). For each driver: the function and its disk go, the I/O in
-# flight ends with an error within seconds (reads alone would not: a dead disk's size is 0
-# and a read there returns 0 bytes, no error, on both drivers), the removal deletes every I/O submission queue
-# and notifies a shutdown (QEMU's trace, between marks read through the other driver's
-# disk), the rescan binds the function to the same driver again, and data written before
-# the removal reads back.
+# function, nor does rnvme). For each driver: the function and its disk go, the reads and
+# writes in flight end with an error within seconds (reads alone would not: a dead disk's
+# size is 0 and a read there returns 0 bytes, no error, on both drivers), the removal
+# deletes every I/O submission queue and notifies a shutdown (QEMU's trace, between marks
+# read through the other driver's disk), the rescan binds the function to the same driver
+# again, and data written before the removal reads back.
 . /guest/lib.sh
 
 assign_drivers rnvme nvme
